@@ -2415,6 +2415,11 @@ simple("text-state-malformed-run", TEXT, "a PackedTextSource state with a run of
        "'row_tokens'} of ints (rows and row_tokens >= 1), as get_state() returns it.",
        lambda: _restore_text(lambda: _packed(seq_len=2, open_rows=1), lambda s: s["packer"].update(
            ready=[{"document": 0, "start": 0, "rows": 0, "row_tokens": 2}])), field="packer")
+simple("text-state-packer-count", TEXT, "a PackedTextSource state whose packer counts -1 tokens",
+       StateError, "PackedTextSource: Packer state 'tokens_packed' must be an int >= 0, got -1; "
+       "pass the dict Packer.get_state() returned.",
+       lambda: _restore_text(lambda: _packed(seq_len=2, open_rows=1),
+                             lambda s: s["packer"].update(tokens_packed=-1)), field="packer")
 simple("text-state-corpus-documents", TEXT,
        "a mixture's state with 'corpus_documents' of 1 count for 2 corpora", StateError,
        "PackedTextSource state 'corpus_documents' must be a list of 2 ints >= 0 (documents "

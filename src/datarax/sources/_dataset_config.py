@@ -148,11 +148,17 @@ def empty_split(config: Any, where: str) -> DataraxError:
     )
 
 
-def streaming_choice(where: str, streaming: Any, config_class: type, stream_only: set[str],
+#: ``from_hf`` and ``from_tfds`` pick the eager source for splits of at most this many
+#: bytes (declared, or of the split's files).
+EAGER_MAX_BYTES = 256 * 2**20
+
+
+def streaming_choice(where: str, streaming: Any, eager_class: type, config_class: type,
                      options: Any) -> bool | None:
     """What a factory (``from_hf``, ``from_tfds``) called with ``streaming`` and keyword
-    ``options`` builds: True (streaming asked, or a ``stream_only`` option given), False
-    (eager asked), None (the split's size decides).
+    ``options`` builds: True (streaming asked, or a streaming-only option given: a field
+    of ``config_class`` that ``eager_class`` lacks), False (eager asked), None (the
+    split's size decides).
 
     Raises:
         ConfigError: ``streaming`` not True, False or None; an option ``config_class``
@@ -162,6 +168,7 @@ def streaming_choice(where: str, streaming: Any, config_class: type, stream_only
     if streaming not in (None, True, False):
         raise ConfigError(f"{where} streaming must be True, False or None, got {streaming!r}.")
     known = {f.name for f in fields(config_class)} - {"name", "split", "streaming"}
+    stream_only = known - {f.name for f in fields(eager_class)}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(

@@ -23,7 +23,7 @@ as a stream's are: each skip budget continues exactly.
 
 :func:`share_of` keeps one process's share of a stream-kind source's outputs: record
 ``i`` of each whole round of ``P`` (a partial last round is left out), as every stream
-in datarax does.
+in datarax does; :class:`ForwardReads` is how such a source serves its shard's batches.
 
 Example:
     >>> import numpy as np
@@ -38,17 +38,23 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
 from datarax.core.batch import take_records
+from datarax.core.children import check_children
 from datarax.core.data_source import DataSourceModule, length_or_none
-from datarax.core.errors import SourceContractError
+from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, skips_in_position
 from datarax.core.share import Share
+from datarax.core.spec import check_same_fields, checked_spec
 from datarax.typing import Batch
 
-__all__ = ["CHUNK", "ChildRecords", "rows_of", "share_of"]
+__all__ = ["CHUNK", "ChildRecords", "ForwardReads", "Stands", "check_source_list", "rows_of",
+           "share_of"]
 
 CHUNK = 64  # records read from a child at once (an indexed child: one gather shape)
 
@@ -128,6 +134,23 @@ class ChildRecords(HostState):
         return True
 
 
+def check_source_list(owner: str, children: Any, kind: str, *, call: str, whole: str,
+                      joined: str, action: str) -> None:
+    """Refuse ``children`` unless a non-empty list of distinct, unsharded sources of
+    one element spec, each named ``f"{kind} {i}"`` (``call``: how to pass a list;
+    ``whole``, ``joined`` and ``action`` as :func:`~datarax.core.children.check_children`
+    and :func:`~datarax.core.spec.check_same_fields` take them)."""
+    if isinstance(children, (str, bytes, Mapping)) or not isinstance(children, Sequence):
+        raise ConfigError(
+            f"{owner} takes a list of sources, got {type(children).__name__}; pass {call}.")
+    if not children:
+        raise ConfigError(f"{owner} needs at least one source; got an empty list.")
+    labels = [str(i) for i in range(len(children))]
+    check_children(owner, kind, labels, children, whole=whole)
+    check_same_fields(owner, [f"{kind} {i}" for i in labels],
+                      [checked_spec(c) for c in children], joined, action)
+
+
 def rows_of(batch: Batch, start: int, stop: int) -> Batch:
     """Records ``start .. stop - 1`` of a host batch: views of its arrays, slices of its
     text lists (nothing copied).
@@ -153,3 +176,52 @@ def share_of(batch: Batch, stable: np.ndarray, share: Share) -> tuple[Batch, np.
     if not len(rows):
         return None
     return take_records(batch, rows), stable[rows]
+
+
+class Stands(HostState):
+    """Where a :class:`ForwardReads` source's reading stands (``_where()`` at its last
+    read), None once the position moved from outside or a read failed."""
+
+    def __init__(self) -> None:
+        self.at: tuple[int, ...] | None = None
+
+
+class ForwardReads:
+    """Mixin of a stream-kind source serving its children's records in an order of its
+    own (interleave, shuffle buffer, flat map): :meth:`_read` reads on while the reading
+    stands at :meth:`_where` (``self._stands``), else ``_open()`` stands it there first."""
+
+    _stands: Stands
+
+    def _where(self) -> tuple[int, ...]:
+        """Where the reading must stand to go on (default: the position)."""
+        return self.datarax_position.where()  # type: ignore[attr-defined]
+
+    def _stood(self) -> None:
+        """The reading stands at :meth:`_where` (after an open or a read)."""
+        self._stands.at = self._where()
+
+    def _moved(self) -> None:
+        self._stands.at = None
+
+    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
+        """This shard's next records (at most ``batch_size``) and their stable indices;
+        ``(None, None)`` at the pass's end."""
+        if self._stands.at != self._where():
+            self._open()  # type: ignore[attr-defined]
+        try:
+            mine = self._read(batch_size)
+        except Exception:
+            self._moved()  # a retry reads again from the position (and saved place)
+            raise
+        if mine is not None:
+            self.datarax_position.advance(len(mine[1]))  # type: ignore[attr-defined]
+        self._stood()
+        return (None, None) if mine is None else mine
+
+    def _read(self, batch_size: int) -> tuple[Batch, np.ndarray] | None:
+        """This shard's next records: its share of ``_outputs(count)``, the pass's next
+        ``count`` records (every shard's; fewer only at its end); None at the end."""
+        shard = self.shard  # type: ignore[attr-defined]
+        batch, stable = self._outputs(batch_size * shard.count)  # type: ignore[attr-defined]
+        return None if batch is None else share_of(batch, stable, shard)

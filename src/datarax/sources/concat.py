@@ -44,7 +44,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
-from datarax.core.children import ChildSources, check_children, child_settings
+from datarax.core.children import ChildSources, child_settings
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import (
     DataSourceModule,
@@ -56,8 +56,9 @@ from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, read_at, reading_of
-from datarax.core.spec import check_same_fields, checked_spec
+from datarax.core.spec import checked_spec
 from datarax.core.stream import StreamPass
+from datarax.sources.child_records import check_source_list
 from datarax.sources.skip_ledger import SkipCounts
 from datarax.typing import Batch
 
@@ -111,18 +112,10 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
-        if isinstance(parts, (str, bytes, Mapping)) or not isinstance(parts, Sequence):
-            raise ConfigError(
-                f"ConcatSource takes a list of sources, got {type(parts).__name__}; pass "
-                "ConcatSource([a, b, ...]) (a single source as ConcatSource([source]))."
-            )
-        if not parts:
-            raise ConfigError("ConcatSource needs at least one source; got an empty list.")
+        check_source_list("ConcatSource", parts, "part", call="ConcatSource([a, b, ...]) (a "
+                          "single source as ConcatSource([source]))", whole="the concatenation",
+                          joined="concatenated", action="concatenating")
         super().__init__(ConcatSourceConfig(num_parts=len(parts), num_epochs=num_epochs), name=name)
-        labels = [str(i) for i in range(len(parts))]
-        check_children("ConcatSource", "part", labels, parts, whole="the concatenation")
-        check_same_fields("ConcatSource", [f"part {i}" for i in labels],
-                          [checked_spec(p) for p in parts], "concatenated", "concatenating")
         self.parts = nnx.List(list(parts))
         lengths = [p.epoch_size() for p in parts]
         self.__lengths: tuple[int | None, ...] = tuple(lengths)

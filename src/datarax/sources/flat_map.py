@@ -59,7 +59,7 @@ from datarax.core.module import HostState
 from datarax.core.position import past_the_end, saved_count, saved_counts
 from datarax.core.stage_digest import describe, digest
 from datarax.core.reading import compiled, read_at, reading_of
-from datarax.sources.child_records import CHUNK
+from datarax.sources.child_records import CHUNK, ForwardReads, Stands
 from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
 from datarax.typing import Batch
 
@@ -99,8 +99,6 @@ class _Reading(HostState):
     and the cursor on every restore)."""
 
     def __init__(self) -> None:
-        self.valid = False
-        self.expect: tuple[int, ...] = (-1,) * 5  # epoch, index, the cursor's place
         self.epoch = 0
         self.chunk: Batch | None = None  # parent records read, not yet expanded
         self.chunk_stable: np.ndarray = np.zeros(0, np.int64)
@@ -121,7 +119,7 @@ class _Reading(HostState):
         self.spec_from = ""  # where the spec was learned
 
 
-class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
+class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule):
     """Records of ``source`` (any kind, unsharded) each turned into 0 .. ``max_outputs``
     records by ``fn``; see the module docstring and :class:`FlatMapSourceConfig`."""
 
@@ -159,6 +157,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         # there on, records the parent skipped as bad before it].
         self.cursor = nnx.Variable(np.zeros(5, np.int64))
         self.__reading = _Reading()
+        self._stands = Stands()
         # the cursor's place and the parent's skip_state() there
         self.__counts_at: tuple[tuple[int, ...], dict[str, Any] | None] = ((), None)
 
@@ -190,7 +189,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
                 if outputs:
                     reading.spec = spec_tree(outputs[0])
                     reading.spec_from = f"the first output of parent record {int(stable[row])}"
-                    reading.valid = False  # the parent was read: the next read reopens
+                    self._moved()  # the parent was read: the next read reopens
                     return
             position = after
             if done:
@@ -203,20 +202,12 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """This shard's next records (at most ``batch_size``) and their stable
         indices; ``(None, None)`` at the pass's end."""
-        spec = self.element_spec()
-        reading = self.__reading
-        if not reading.valid or reading.expect != self._where():
-            self._open()
-        try:
-            kept, stables = self._read_rounds(batch_size, spec)
-        except Exception:
-            reading.valid = False  # a retry reads again from the cursor (and fails alike)
-            raise
-        if not kept:
-            return None, None
-        self.datarax_position.advance(len(kept))
-        self._save_cursor()
-        return stack_records(kept), np.asarray(stables, np.int64)
+        self.element_spec()  # learned first: learning it reads the parent (then reopened)
+        return super().get_batch_with_indices(batch_size)
+
+    def _read(self, batch_size: int) -> tuple[Batch, np.ndarray] | None:
+        kept, stables = self._read_rounds(batch_size, self.element_spec())
+        return (stack_records(kept), np.asarray(stables, np.int64)) if kept else None
 
     def _read_rounds(self, batch_size: int, spec: dict[str, Any]) -> tuple[list[Any], list[int]]:
         """This shard's record of each of up to ``batch_size`` whole rounds, checked."""
@@ -242,13 +233,13 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
         return (*self.datarax_position.where(), *cursor[2:])
 
-    def _save_cursor(self) -> None:
+    def _stood(self) -> None:
         place = (*self.datarax_position.where(), *self._place())
         self.cursor.set_value(np.asarray(place, np.int64))
-        self.__reading.expect = place
         reading = self.__reading
         done = reading.row >= len(reading.chunk_stable)  # the place is the chunk's next
         self.__counts_at = (place, reading.next_counts if done else reading.chunk_counts)
+        super()._stood()
 
     def _place(self) -> tuple[int, int, int]:
         """Where the next output stands: ``(parent position, outputs passed from there
@@ -301,8 +292,7 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
                     field="cursor",
                 )
             reading.offset = offset
-        reading.valid = True
-        self._save_cursor()
+        self._stood()
 
     def _load_outputs(self) -> bool:
         """Expand the pending parent record; False at the pass's end."""
@@ -396,9 +386,6 @@ class FlatMapSource(LengthIfKnown, ChildSources, DataSourceModule):
         return f"output {offset} of parent record {parent}"
 
     # ------------------------------------------------------------------ state
-    def _moved(self) -> None:
-        self.__reading.valid = False
-
     def seek(self, epoch: int, index: int = 0) -> None:
         """Stand at output ``index`` of pass ``epoch`` (a position the cursor does not
         describe is reached by reading the pass up to it)."""

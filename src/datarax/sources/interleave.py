@@ -40,7 +40,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,14 +48,14 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches
-from datarax.core.children import ChildSources, check_children, child_settings, restore_place, saved_place
+from datarax.core.children import ChildSources, child_settings, restore_place, saved_place
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
-from datarax.core.spec import check_same_fields, checked_spec
-from datarax.sources.child_records import ChildRecords, share_of
+from datarax.core.spec import checked_spec
+from datarax.sources.child_records import ChildRecords, ForwardReads, Stands, check_source_list
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]
@@ -89,8 +89,6 @@ class _Cycle(HostState):
     """Where one pass stands (never state: rebuilt from the cursor on every restore)."""
 
     def __init__(self, cycle_length: int) -> None:
-        self.valid = False
-        self.expect: tuple[int, ...] = ()  # the position and cursor it stands at
         self.next_child = 0  # the next child to open
         self.slot = 0  # the slot being read
         self.taken = 0  # records of its block taken
@@ -104,7 +102,7 @@ class _Cycle(HostState):
         return out
 
 
-class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
+class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule):
     """Records of ``children`` (distinct, unsharded sources of one element spec) in
     turn, ``block_length`` from each of ``cycle_length`` open children; see the module
     docstring.
@@ -126,25 +124,18 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
-        if isinstance(children, (str, bytes, Mapping)) or not isinstance(children, Sequence):
-            raise ConfigError(
-                f"InterleaveSource takes a list of sources, got {type(children).__name__}; "
-                "pass InterleaveSource([a, b, ...], cycle_length=k)."
-            )
-        if not children:
-            raise ConfigError("InterleaveSource needs at least one source; got an empty list.")
+        check_source_list("InterleaveSource", children, "source",
+                          call="InterleaveSource([a, b, ...], cycle_length=k)",
+                          whole="the interleave", joined="interleaved", action="interleaving")
         config = InterleaveSourceConfig(num_children=len(children), cycle_length=cycle_length,
                                         block_length=block_length, num_epochs=num_epochs)
         super().__init__(config, name=name)
-        labels = [str(i) for i in range(len(children))]
-        check_children("InterleaveSource", "source", labels, children, whole="the interleave")
-        check_same_fields("InterleaveSource", [f"source {i}" for i in labels],
-                          [checked_spec(c) for c in children], "interleaved", "interleaving")
         self.children = nnx.List(list(children))
         self.__lengths = tuple(c.epoch_size() for c in children)
         # [epoch, index] the cursor belongs to, then _Cycle.cursor() there
         self.cursor = nnx.Variable(np.asarray([0, 0, *_Cycle(cycle_length).cursor()], np.int64))
         self.__cycle = _Cycle(cycle_length)
+        self._stands = Stands()
 
     # ------------------------------------------------------------ description
     def length_or_reason(self) -> str:
@@ -158,22 +149,6 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
         return self.children
 
     # ------------------------------------------------------------------ reads
-    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """This shard's next records (at most ``batch_size``) and their stable indices;
-        ``(None, None)`` at the pass's end."""
-        if not self.__cycle.valid or self.__cycle.expect != self._where():
-            self._open()
-        try:
-            batch, stable = self._outputs(batch_size * self.shard.count)
-        except Exception:
-            self.__cycle.valid = False  # a retry reads again from the cursor
-            raise
-        mine = None if batch is None else share_of(batch, stable, self.shard)
-        if mine is not None:
-            self.datarax_position.advance(len(mine[1]))
-        self._save_cursor()
-        return (None, None) if mine is None else mine
-
     def _outputs(self, count: int) -> tuple[Batch | None, np.ndarray]:
         """The pass's next ``count`` records (all shards; fewer only at its end)."""
         cycle, config = self.__cycle, self.config
@@ -221,10 +196,10 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
     def _where(self) -> tuple[int, ...]:
         return (*self.datarax_position.where(), *(int(v) for v in self.cursor.get_value()[2:]))
 
-    def _save_cursor(self) -> None:
+    def _stood(self) -> None:
         value = [*self.datarax_position.where(), *self.__cycle.cursor()]
         self.cursor.set_value(np.asarray(value, np.int64))
-        self.__cycle.expect = tuple(value)
+        super()._stood()
 
     def _open(self) -> None:
         """Stand the pass where the position and the cursor say."""
@@ -246,13 +221,9 @@ class InterleaveSource(LengthIfKnown, ChildSources, DataSourceModule):
                 left -= passed
             if left:
                 raise past_the_end("InterleaveSource", epoch, index)
-        cycle.valid = True
-        self._save_cursor()
+        self._stood()
 
     # ------------------------------------------------------------------ state
-    def _moved(self) -> None:
-        self.__cycle.valid = False
-
     def order_settings(self) -> dict[str, Any]:
         """``cycle_length``, ``block_length``, the number of children, then each child's
         type, length and own settings under ``children[i].``."""

@@ -50,7 +50,7 @@ from datarax.core.module import HostState
 from datarax.core.position import past_the_end
 from datarax.core.spec import checked_spec
 from datarax.samplers.shard_window import permute, window_seed
-from datarax.sources.child_records import CHUNK, ChildRecords, rows_of, share_of
+from datarax.sources.child_records import CHUNK, ChildRecords, ForwardReads, Stands, rows_of
 from datarax.typing import Batch
 
 __all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]
@@ -93,8 +93,6 @@ class _Window(HostState):
     """The window being served (never state: rebuilt from the position on every restore)."""
 
     def __init__(self) -> None:
-        self.valid = False
-        self.expect: tuple[int, int] = (-1, -1)  # the position it stands at
         self.reads: ChildRecords | None = None  # the parent, after the window
         self.number = 0  # the window's number in the pass
         self.batch: Batch = {}  # its records, in serving order
@@ -102,7 +100,7 @@ class _Window(HostState):
         self.served = 0  # of its records
 
 
-class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
+class ShuffleBufferSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule):
     """Records of ``source`` (any kind, unsharded) shuffled within windows of
     ``buffer_size``; see the module docstring.
 
@@ -130,6 +128,7 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
         self.source = source
         self.__length = source.epoch_size()
         self.__window = _Window()
+        self._stands = Stands()
 
     # ------------------------------------------------------------ description
     def length_or_reason(self) -> str:
@@ -142,22 +141,6 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
         return (self.source,)
 
     # ------------------------------------------------------------------ reads
-    def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """This shard's next records (at most ``batch_size``) and their stable indices;
-        ``(None, None)`` at the pass's end."""
-        if not self.__window.valid or self.__window.expect != self.datarax_position.where():
-            self._open()
-        try:
-            batch, stable = self._outputs(batch_size * self.shard.count)
-        except Exception:
-            self.__window.valid = False  # a retry reads the window again
-            raise
-        mine = None if batch is None else share_of(batch, stable, self.shard)
-        if mine is not None:
-            self.datarax_position.advance(len(mine[1]))
-        self.__window.expect = self.datarax_position.where()
-        return (None, None) if mine is None else mine
-
     def _open(self) -> None:
         """Stand at the position: read its window again from the window's start."""
         epoch, index = self.datarax_position.where()
@@ -170,8 +153,7 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
         if offset > len(window.stable):
             raise past_the_end("ShuffleBufferSource", epoch, index)
         window.served = offset
-        window.valid = True
-        window.expect = (epoch, index)
+        self._stood()
 
     def _load(self, number: int) -> None:
         """Read window ``number`` (the parent's next ``buffer_size`` records) and
@@ -216,9 +198,6 @@ class ShuffleBufferSource(LengthIfKnown, ChildSources, DataSourceModule):
         return concat_batches(parts), np.concatenate(stables)
 
     # ------------------------------------------------------------------ state
-    def _moved(self) -> None:
-        self.__window.valid = False
-
     def order_settings(self) -> dict[str, Any]:
         """``buffer_size``, ``seed``, then the parent's type, length and settings under
         ``parent.``."""

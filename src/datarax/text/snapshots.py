@@ -43,7 +43,8 @@ def check_snapshot(state: dict[str, Any], corpora: int, shard: int, count: int) 
     packer_state = state["packer"]
     try:
         needed = Packer.documents_in(packer_state)
-        int(packer_state["tokens_packed"]), int(packer_state["rows_packed"])
+        for key in ("tokens_packed", "rows_packed"):
+            saved_count(packer_state, key, "Packer")
     except StateError as err:  # a malformed run of rows names itself
         raise StateError(f"{where}: {err}", field="packer") from None
     except (KeyError, TypeError, ValueError, IndexError) as err:

@@ -9,7 +9,8 @@ Needs the ``hf`` extra: ``pip install "datarax[hf]"``.
 
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
-from datarax.sources.hf.factory import EAGER_MAX_BYTES, from_hf
+from datarax.sources._dataset_config import EAGER_MAX_BYTES
+from datarax.sources.hf.factory import from_hf
 from datarax.sources.hf.streaming import HFStreamingSource
 
 __all__ = [

@@ -17,12 +17,7 @@ from datarax.sources._dataset_config import (
 from datarax.core.errors import DataraxError, RecordError
 from datarax.sources.hf.arrow import is_image, table_to_columns
 from datarax.sources.hf.config import HFEagerConfig
-from datarax.sources.hf.locate import (
-    check_split,
-    datasets_module,
-    open_splits,
-    split_parts,
-)
+from datarax.sources.hf.locate import opened_split
 from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.memory import MemorySource
 from datarax.sources.source_call import MISSING
@@ -82,18 +77,7 @@ class HFEagerSource(MemorySource):
 
 def _load_eager_columns(config: HFEagerConfig, where: str,
                         cache_dir: str | None = None) -> dict[str, np.ndarray]:
-    datasets = datasets_module(where)
-    splits = open_splits(config, streaming=False, where=where, cache_dir=cache_dir)
-    check_split(splits, config, where)
-    lengths = {k: len(v) for k, v in splits.items()}
-    parts = []
-    for spec in split_parts(config.split, where):
-        part = splits[spec.name]
-        lo, hi = spec.bounds(lengths[spec.name])
-        if (lo, hi) != (0, len(part)):  # a slice past the end holds no records
-            part = part.select(range(lo, hi) if lo < hi else [])
-        parts.append(part)
-    ds = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    ds, _ = opened_split(config, where, streaming=False, cache_dir=cache_dir)
     keys = select_keys(list(ds.column_names), config.include_keys, config.exclude_keys, where=where)
     if len(ds) == 0:
         raise empty_split(config, where)

@@ -8,18 +8,13 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.sources._dataset_config import streaming_choice
+from datarax.sources._dataset_config import EAGER_MAX_BYTES, streaming_choice
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
 from datarax.sources.hf.locate import split_bytes
 from datarax.sources.hf.remote import remote_files
 from datarax.sources.hf.streaming import HFStreamingSource, open_stream
 from datarax.storage import ShardCache
-
-#: ``from_hf`` picks the eager source for splits known to be at most this many bytes.
-EAGER_MAX_BYTES = 256 * 2**20
-
-_STREAM_ONLY = {"chunk_size", "shuffle_buffer_size", "on_error", "max_skipped", "max_skipped_fraction"}
 
 
 def from_hf(
@@ -52,7 +47,7 @@ def from_hf(
         >>> from datarax.sources import from_hf
         >>> source = from_hf("stanfordnlp/sst2", "train", streaming=True, rngs=nnx.Rngs(0))  # doctest: +SKIP
     """
-    streaming = streaming_choice("from_hf", streaming, HFStreamingConfig, _STREAM_ONLY, config)
+    streaming = streaming_choice("from_hf", streaming, HFEagerConfig, HFStreamingConfig, config)
     remote: dict[str, Any] = {"cache": cache, "storage_options": storage_options}
     if streaming is None:
         streaming = not _fits_eager(HFStreamingConfig(name=name, split=split, **config),

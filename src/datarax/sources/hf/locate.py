@@ -258,6 +258,47 @@ def split_parts(split: str, where: str) -> list[SplitPart]:
     return parts
 
 
+def opened_split(config: HFConfig, where: str, *, streaming: bool,
+                 cache_dir: str | None = None) -> tuple[Any, bool]:
+    """The split ``config.split`` names, each part sliced as asked (a stream's by
+    ``skip`` / ``take``) and the parts joined, and whether it is one split unsliced (a
+    stream's shards, its files, can then be read one by one)."""
+    lengths: dict[str, int] = {}
+    splits = open_splits(config, streaming=streaming, where=where, cache_dir=cache_dir,
+                         lengths=lengths)
+    check_split(splits, config, where)
+    parts = []
+    for spec in split_parts(config.split, where):
+        part = splits[spec.name]
+        if not streaming:
+            lo, hi = spec.bounds(len(part))
+            if (lo, hi) != (0, len(part)):  # a slice past the end holds no records
+                part = part.select(range(lo, hi) if lo < hi else [])
+            parts.append(part)
+            continue
+        lo, hi = spec.lo, spec.hi
+        if spec.percent or (lo or 0) < 0 or (hi or 0) < 0:
+            length = known_length(part, spec.name)
+            if length is None:
+                length = lengths.get(spec.name)
+            if length is None:
+                raise ConfigError(
+                    f"{where}: split {config.split!r} slices by percent or from the end, "
+                    "which needs the split's size, and this stream does not declare it. "
+                    "Slice with absolute record counts (e.g. 'train[:1000]') or use "
+                    "HFEagerSource."
+                )
+            lo, hi = spec.bounds(length)
+        if lo:
+            part = part.skip(lo)
+        if hi is not None:
+            part = part.take(max(0, hi - (lo or 0)))
+        parts.append(part)
+    whole = len(parts) == 1 and parts[0] is splits[split_names(config.split)[0]]
+    datasets = datasets_module(where)
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts), whole
+
+
 def known_length(dataset: Any, split: str) -> int | None:
     info = getattr(dataset, "info", None)
     splits = getattr(info, "splits", None) or {}

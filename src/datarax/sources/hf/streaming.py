@@ -11,7 +11,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.spec import TextSpec
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import DataraxError
 from datarax.core.stream import StreamSource
 from datarax.sources._columns import select_keys, spec_of_columns
 from datarax.sources._dataset_config import (
@@ -20,14 +20,7 @@ from datarax.sources._dataset_config import (
 )
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFStreamingConfig
-from datarax.sources.hf.locate import (
-    check_split,
-    datasets_module,
-    known_length,
-    open_splits,
-    split_parts,
-    split_names,
-)
+from datarax.sources.hf.locate import known_length, opened_split, split_names
 from datarax.sources.hf.remote import local_config, remote_files
 from datarax.sources.hf.stream_reader import (
     StreamReader,
@@ -229,36 +222,7 @@ class HFStreamingSource(SkipCounts, StreamSource):
 def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], bool]:
     """The split (sliced as asked) as one ``IterableDataset``, the fields to keep, and
     whether its shards (files) can be read one by one (unsliced, one split)."""
-    datasets = datasets_module(where)
-    lengths: dict[str, int] = {}
-    splits = open_splits(config, streaming=True, where=where, lengths=lengths)
-    check_split(splits, config, where)
-    parts = []
-    for spec in split_parts(config.split, where):
-        part = splits[spec.name]
-        lo, hi = spec.lo, spec.hi
-        if lo is None and hi is None:
-            parts.append(part)
-            continue
-        if spec.percent or (lo or 0) < 0 or (hi or 0) < 0:
-            length = known_length(part, spec.name)
-            if length is None:
-                length = lengths.get(spec.name)
-            if length is None:
-                raise ConfigError(
-                    f"{where}: split {config.split!r} slices by percent or from the end, "
-                    "which needs the split's size, and this stream does not declare it. "
-                    "Slice with absolute record counts (e.g. 'train[:1000]') or use "
-                    "HFEagerSource."
-                )
-            lo, hi = spec.bounds(length)
-        lo = lo or 0
-        if lo:
-            part = part.skip(lo)
-        if hi is not None:
-            part = part.take(max(0, hi - lo))
-        parts.append(part)
-    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    dataset, by_shard = opened_split(config, where, streaming=True)
     columns = list(dataset.column_names or [])
     if not columns:
         first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
@@ -266,5 +230,4 @@ def open_stream(config: HFStreamingConfig, where: str) -> tuple[Any, list[str], 
             raise empty_split(config, where)
         columns = list(first.column_names)
     keys = select_keys(columns, config.include_keys, config.exclude_keys, where=where)
-    by_shard = len(parts) == 1 and parts[0] is splits[split_names(config.split)[0]]
     return dataset, keys, by_shard

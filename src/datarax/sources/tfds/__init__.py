@@ -10,7 +10,8 @@ Needs the ``tfds`` extra: ``pip install "datarax[tfds]"``.
 
 from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
 from datarax.sources.tfds.eager import TFDSEagerSource
-from datarax.sources.tfds.factory import EAGER_MAX_BYTES, from_tfds
+from datarax.sources._dataset_config import EAGER_MAX_BYTES
+from datarax.sources.tfds.factory import from_tfds
 from datarax.sources.tfds.streaming import TFDSStreamingSource
 
 __all__ = [

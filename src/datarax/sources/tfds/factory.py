@@ -6,20 +6,12 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.sources._dataset_config import streaming_choice
+from datarax.sources._dataset_config import EAGER_MAX_BYTES, streaming_choice
 from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
 from datarax.sources.tfds.eager import TFDSEagerSource
 from datarax.sources.tfds.features import Decoder
 from datarax.sources.tfds.opening import open_builder, tfds_module
 from datarax.sources.tfds.streaming import TFDSStreamingSource
-
-
-#: ``from_tfds`` picks the eager source for splits declared at most this many bytes.
-EAGER_MAX_BYTES = 256 * 2**20
-
-
-_STREAM_ONLY = {"num_threads", "read_ahead", "on_error", "max_skipped", "max_skipped_fraction"}
-
 
 def from_tfds(
     name: str,
@@ -43,7 +35,7 @@ def from_tfds(
         >>> from datarax.sources import from_tfds
         >>> source = from_tfds("mnist", "train", shuffle=True, seed=42)  # doctest: +SKIP
     """
-    streaming = streaming_choice("from_tfds", streaming, TFDSStreamingConfig, _STREAM_ONLY,
+    streaming = streaming_choice("from_tfds", streaming, TFDSEagerConfig, TFDSStreamingConfig,
                                  config)
     if streaming is False:
         return TFDSEagerSource(TFDSEagerConfig(name=name, split=split, **config), rngs=rngs)
