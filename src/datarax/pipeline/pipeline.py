@@ -15,9 +15,9 @@ from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import ConfigError
 from datarax.core.keys import default_key, reserve_draw, seed_key
 from datarax.core.operator import OperatorModule, warn_unseeded
+from datarax.core.source_copy import deepcopy_module
 from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
-from datarax.pipeline.copying import deepcopy_pipeline
 from datarax.pipeline.devices import check_stages_on, placement_for
 from datarax.host.counts import check_count
 from datarax.pipeline.epochs import EmptyPasses, Repeat, Take
@@ -170,7 +170,7 @@ class Pipeline(nnx.Module):
             check_filter(source, list(stages), at, self._spec_after, self.plan)
         compile_ahead(self._context(), at)  # the first pass's programs, on a thread
 
-    __deepcopy__ = deepcopy_pipeline  # an independent copy, as nnx.clone (copying.py)
+    __deepcopy__ = deepcopy_module  # an independent copy, as nnx.clone (core/source_copy.py)
 
     def __anchor(self) -> Any:
         return self.source.datarax_position.index_var
