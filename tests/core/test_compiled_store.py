@@ -129,6 +129,17 @@ def _affine(x, a):  # one program per (shape, dtype) of x
     return x * a + 1
 
 
+def test_a_relative_xdg_cache_home_is_ignored_as_the_shard_cache_ignores_it(
+        monkeypatch, tmp_path):
+    monkeypatch.delenv("DATARAX_COMPILE_CACHE", raising=False)
+    monkeypatch.delenv("DATARAX_COMPILE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative-cache")
+    assert compiled_store.cache_dir() == tmp_path / ".cache" / "datarax" / "compiled"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compiled_store.cache_dir() == tmp_path / "xdg" / "datarax" / "compiled"
+
+
 def test_turned_off_it_writes_nothing(store, monkeypatch):
     from flax import nnx
 

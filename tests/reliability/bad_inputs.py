@@ -872,7 +872,8 @@ def _restore_other_rngs(state: dict[str, Any]) -> None:
 
 
 simple("state-negative-position", "Pipeline state", "position=-3", StateError,
-       "Pipeline state 'position' must be an int >= 0, got -3; the state was tampered with.",
+       "Pipeline state 'position' must be an int >= 0, got -3; pass the dict "
+       "Pipeline.get_state() returned.",
        lambda: restore(dict(state_of(), position=-3)), field="position")
 simple("state-source-not-a-dict", "Pipeline state", "source=3 (edited by hand)", StateError,
        "Pipeline state 'source' must be the source's state (a dict), got int 3; the state was "

@@ -1,7 +1,8 @@
 """What a source is given as its shard cache: a ShardCache, or None for the default
 folder; anything else is refused naming the source and what to pass. The default folder
 follows XDG_CACHE_HOME only when it is an absolute path. storage_options must be a dict;
-a URL that pathlib.Path cut to one slash ('s3:/bucket') is refused, not read as a local path."""
+a URL that pathlib.Path cut to one slash ('s3:/bucket') is refused, not read as a local path.
+list_objects is given URLs only, with the readers' wording of a local or mixed list."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from number_sources import memory_npy  # noqa: E402
 
 from datarax.errors import ConfigError  # noqa: E402
 from datarax.sources import NpySource, NpySourceConfig  # noqa: E402
-from datarax.storage import default_cache_dir  # noqa: E402
+from datarax.storage import default_cache_dir, list_objects  # noqa: E402
 
 URL = "memory://cache-arguments/x.npy"
 
@@ -74,3 +75,15 @@ def test_a_url_cut_by_pathlib_is_refused_saying_to_pass_a_str(paths) -> None:
             r"str, e.g. 'memory://cache-arguments/x.npy'\.$")):
         NpySource(NpySourceConfig(paths=paths))
     assert NpySource(NpySourceConfig(paths=URL)).get_batch(4)["data"].tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("paths, message", [
+    ([URL, "/data/a.npy"], r"^paths mixes local paths and URLs \(\['memory://cache-arguments/x.npy', "
+                           r"'/data/a.npy'\]\); give one kind"),
+    ("/data/a.npy", r"^paths names local paths only \(\['/data/a.npy'\]\); list_objects lists URLs"),
+    ([], r"^paths is an empty list; name at least one file\.$"),
+    ([URL, 3], r"^paths must be a path, a glob pattern or a list of them .*got int 3\.$"),
+])
+def test_list_objects_is_given_urls_only(paths, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        list_objects(paths)

@@ -18,7 +18,8 @@ Only datarax's data steps go through here; JAX's options are never changed, and 
 user's own functions (a model, a train step) are never stored.
 
 **Where.** ``$DATARAX_COMPILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax/compiled``
-(``~/.cache/datarax/compiled``), created with mode 0700. On POSIX systems a folder that
+(``~/.cache/datarax/compiled``; a relative ``XDG_CACHE_HOME`` is ignored:
+:func:`~datarax.host.cache_home.cache_home`), created with mode 0700. On POSIX systems a folder that
 another user owns, that group or others may write, or that is a link is not used (a warning says why, once):
 loading an entry unpickles it, so only its owner may be able to write there.
 ``DATARAX_COMPILE_CACHE=0`` turns the store off (steps are then compiled in every
@@ -61,6 +62,7 @@ import numpy as np
 from jax.experimental import serialize_executable
 
 from datarax.core.errors import ConfigError
+from datarax.host.cache_home import cache_home
 
 log = logging.getLogger("datarax.compile")
 
@@ -109,8 +111,7 @@ def cache_dir() -> Path | None:
     given = os.environ.get("DATARAX_COMPILE_CACHE_DIR")
     if given:
         return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "datarax" / "compiled"
+    return Path(cache_home()) / "datarax" / "compiled"
 
 
 def _private_folder() -> Path | None:

@@ -32,7 +32,7 @@ from datarax.core.errors import SourceContractError
 from datarax.core.module import DataraxModule, HostState
 from datarax.core.position import SourcePosition
 from datarax.core.share import Share
-from datarax.core.source_copy import deepcopy_source
+from datarax.core.source_copy import deepcopy_module
 from datarax.typing import Batch
 
 
@@ -102,7 +102,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
     """
 
     kind: ClassVar[SourceKind | None] = None
-    __deepcopy__ = deepcopy_source  # an independent copy at the same position (source_copy.py)
+    __deepcopy__ = deepcopy_module  # an independent copy at the same position (source_copy.py)
     #: attributes a copy does not deep-copy: shared, or built by its rebuild_after_copy(memo)
     rebuilt_on_copy: ClassVar[tuple[str, ...]] = ()
 

@@ -1,15 +1,18 @@
-"""``copy.deepcopy`` of a data source: an independent copy at the same position.
+"""``copy.deepcopy`` of a data source or a pipeline: an independent copy at the same
+position, the one ``nnx.clone`` makes.
 
-NNX's own ``deepcopy`` copies a module's graph definition without the memo, so a source
-whose Python bookkeeping points back at it (a reader holding the source's hooks) recurses
-without end. The copy here takes the Variables from ``nnx.split`` (the position, the
-keys) as :func:`~datarax.pipeline.copying.deepcopy_pipeline` does, then gives every
-module of the copy its own copy of the Python attributes NNX treats as static (files
+NNX's own ``deepcopy`` copies a module's graph definition as well (without the memo, so
+a source whose Python bookkeeping points back at it, a reader holding the source's
+hooks, recurses without end), and a pipeline's holds bookkeeping that cannot be copied
+(the live iterator, its worker threads and locks, compiled programs). The copy here
+shares that static structure, as ``nnx.clone`` does, takes a deep copy of the Variables
+from ``nnx.split`` (the position, the keys and their counts), then gives every data
+source of the copy its own copy of the Python attributes NNX treats as static (files
 opened lazily, a shuffle buffer's records, an iterator's place), copied with the memo so
-that references back to the source land on the copy. A module whose bookkeeping cannot be
-copied as data (reader threads) names it in ``rebuilt_on_copy`` and builds its own in
-``rebuild_after_copy(memo)``. Iterating the copy
-leaves the original where it was.
+that references back to the source land on the copy. A source whose bookkeeping cannot
+be copied as data (reader threads) names it in ``rebuilt_on_copy`` and builds its own in
+``rebuild_after_copy(memo)``. A copied pipeline gets bookkeeping of its own when first
+used; iterating or closing the copy leaves the original where it was.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from flax import nnx
 from datarax.core.errors import ConfigError
 
 
-def deepcopy_source(source: Any, memo: dict[int, Any]) -> Any:
-    """``copy.deepcopy(source)``; see the module docstring.
+def deepcopy_module(module: Any, memo: dict[int, Any]) -> Any:
+    """``copy.deepcopy(module)`` of a data source or a pipeline (see the module): its
+    modules and Variables go into ``memo``, so a structure that holds a pipeline and one
+    of its parts (its source, say) is copied with the copy's part in that place.
 
     Example:
         >>> import copy
@@ -43,10 +48,17 @@ def deepcopy_source(source: Any, memo: dict[int, Any]) -> Any:
         >>> twin.close(); src.get_batch(2)["x"].tolist()
         [4, 5]
         >>> src.close()
+        >>> from datarax.pipeline import Pipeline
+        >>> from datarax.sources import MemorySource
+        >>> p = Pipeline(source=MemorySource(MemorySourceConfig(), {"x": np.arange(5)}),
+        ...              batch_size=2)
+        >>> it = iter(p); first = next(it)
+        >>> [b["x"].tolist() for b in copy.deepcopy(p)], next(it)["x"].tolist()
+        ([[2, 3], [4]], [2, 3])
     """
-    graphdef, state = nnx.split(source)
+    graphdef, state = nnx.split(module)
     twin = nnx.merge(graphdef, copy.deepcopy(state, memo))
-    own_host_parts(source, twin, memo)
+    own_host_parts(module, twin, memo)
     return twin
 
 
@@ -55,8 +67,7 @@ def own_host_parts(original: Any, twin: Any, memo: dict[int, Any]) -> None:
     the static attributes): put each module and Variable of ``original`` in ``memo`` as
     its twin's, then give every data source of ``twin`` its own copy of its plain Python
     attributes and let it rebuild what cannot be copied (``rebuild_after_copy``). Other
-    modules keep sharing theirs, as ``nnx.clone`` does. Used by ``copy.deepcopy`` of a
-    source and of a pipeline."""
+    modules keep sharing theirs, as ``nnx.clone`` does."""
     pairs = [(node, copied) for (_, node), (_, copied)
              in zip(nnx.iter_graph(original), nnx.iter_graph(twin), strict=True)
              if isinstance(node, (nnx.Pytree, nnx.Variable))]
@@ -106,4 +117,4 @@ def _holds_graph(value: Any, graph_ids: set[int]) -> bool:
     return False
 
 
-__all__ = ["deepcopy_source", "own_host_parts"]
+__all__ = ["deepcopy_module", "own_host_parts"]

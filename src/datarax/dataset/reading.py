@@ -27,9 +27,9 @@ from datarax.dataset.fields import Features
 from datarax.dataset.layout import decode_records
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
-from datarax.storage.local_glob import path_list, pattern_files
+from datarax.storage.local_glob import pattern_files
 from datarax.storage.retry import StorageStats
-from datarax.storage.urls import RemoteObject, join_url, list_objects, read_json
+from datarax.storage.urls import RemoteObject, join_url, list_objects, path_list, read_json
 
 __all__ = ["DatasetDecoder", "dataset_files", "remote_dataset"]
 

@@ -107,7 +107,7 @@ def pass_arguments(context: PassContext, epoch: int, graphdef: Any, state: Any,
     device = stage_device(context.plan)
     inputs = context.source.epoch_step_inputs(epoch)
     if device is not None:
-        inputs = context.session.host_inputs.on(inputs, device)
+        inputs = context.session.host_inputs.on(inputs, device)[0]
     keys = step_keys(*context.key_pair(), stage_positions(context.stages), epoch)
     return (inputs, *context.session.pass_reuse.constants(graphdef, state, keys, extra,
                                                           device=device, inputs=inputs))

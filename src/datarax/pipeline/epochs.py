@@ -200,6 +200,31 @@ class Take(Transformation):
             self._context.session.stop_here(self.parent.source)  # stays unserved
 
 
+class EmptyPasses:
+    """Passes that served nothing, counted in a row by a loop over passes (``what``:
+    ``"repeat()"``, ``"step()"``, ``"peek()"``): the second ends it with
+    ``StopIteration`` rather than let it loop without end.
+
+    >>> empties = EmptyPasses(object(), "repeat()")
+    >>> empties.ended(True); empties.ended(False); empties.ended(True); empties.ended(True)
+    Traceback (most recent call last):
+    ...
+    StopIteration: object served two empty passes in a row (every record filtered out?): repeat() stops rather than loop without end.
+    """
+
+    def __init__(self, source: Any, what: str) -> None:
+        self.source, self.what, self.count = source, what, 0
+
+    def ended(self, empty: bool) -> None:
+        """A pass ended; ``empty``: it counts as empty (a pass begun at its epoch's start,
+        not the rest of a restored one, that served nothing)."""
+        self.count = self.count + 1 if empty else 0
+        if self.count >= 2:
+            raise StopIteration(
+                f"{type(self.source).__name__} served two empty passes in a row (every record "
+                f"filtered out?): {self.what} stops rather than loop without end.")
+
+
 class Repeat(Transformation):
     """The batches of ``epochs`` passes in a row (``None``: without end); see
     ``Pipeline.repeat`` and ``Rebatch.repeat``. Its state is the passes still to serve
@@ -229,7 +254,7 @@ class Repeat(Transformation):
         return self
 
     def __next__(self) -> Batch:
-        empty = 0
+        empties = EmptyPasses(self.parent.source, "repeat()")
         while self._left is None or self._left > 0:
             if self._iterator is None:
                 self._iterator, self._served = iter(self.parent), False
@@ -237,20 +262,13 @@ class Repeat(Transformation):
                 self._whole = self.parent.position == 0
             try:
                 batch = next(self._iterator)
+                self._served = True
+                return batch
             except StopIteration:
-                empty = empty + 1 if self._whole and not self._served else 0
                 self._iterator = None
                 if self._left is not None:
                     self._left -= 1
-                if empty >= 2:
-                    raise StopIteration(
-                        f"{type(self.parent.source).__name__} served two empty passes in "
-                        "a row (every record filtered out?): repeat() stops rather than "
-                        "loop without end."
-                    ) from None
-                continue
-            self._served = True
-            return batch
+            empties.ended(self._whole and not self._served)
         raise StopIteration
 
     def __len__(self) -> int:

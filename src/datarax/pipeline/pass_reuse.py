@@ -18,6 +18,10 @@ pass, what the next one would make again the same:
   pass's :meth:`~datarax.pipeline.dispatch.IndexedDispatch.start` hands its batches to instead of
   starting a thread (it ends by itself after ``ahead.PARK_SECONDS`` without one).
 
+The same rule (:class:`PlacedLeaves`) keeps, with ``stages_on="host"``, the copies of
+the source's step inputs on the CPU (``PipelineSession.host_inputs``): its columns are
+copied once per pipeline, a new epoch's order table each pass.
+
 A pass therefore runs with exactly the arguments a fresh pass would build: batches are
 the same bit for bit, and nothing of a restore or ``nnx.update`` is missed (the graph
 is split again every pass; only its placement is reused).
@@ -68,14 +72,47 @@ def _unchanged(leaf: Any, kept: Any) -> bool:
             and np.asarray(leaf).dtype == kept.dtype and np.array_equal(leaf, kept))
 
 
+class PlacedLeaves:
+    """The leaves of a tree the last call of :meth:`on` put on a device, each reused
+    while unchanged: a JAX array while it is the same array, a NumPy value of up to
+    ``COMPARE_MAX`` elements while equal to the one placed (see the module).
+
+    Example:
+        >>> import jax
+        >>> copies, cpu = PlacedLeaves(), jax.local_devices(backend="cpu")[0]
+        >>> columns = {"x": jax.numpy.arange(3)}
+        >>> copies.on(columns, cpu)[0]["x"] is copies.on(columns, cpu)[0]["x"]
+        True
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: list[Any] = []  # per leaf: what it is compared by
+        self._placed: list[Any] = []  # per leaf: it on the device
+
+    def on(self, tree: Any, device: Any, fresh: Any = (), reuse: bool = True) -> tuple[Any, Any]:
+        """``(tree, fresh)`` on ``device`` (None: the default device): ``tree``'s leaves
+        that the last call placed and that are unchanged are reused (none when ``reuse``
+        is False), ``fresh`` is placed anew."""
+        leaves, structure = jax.tree.flatten(tree)
+        with self._lock:
+            if not reuse or len(leaves) != len(self._kept):
+                self._kept, self._placed = [None] * len(leaves), [None] * len(leaves)
+            changed = [i for i, leaf in enumerate(leaves) if not _unchanged(leaf, self._kept[i])]
+            placed_changed, fresh = jax.device_put(([leaves[i] for i in changed], fresh), device)
+            for i, value in zip(changed, placed_changed):
+                self._kept[i] = _host_copy(leaves[i])
+                self._placed[i] = value
+            return jax.tree.unflatten(structure, list(self._placed)), fresh
+
+
 class PassReuse:
     """The last indexed pass's placed constants and compiled steps (see the module)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._signature: Any = None
-        self._kept: list[Any] = []  # per state leaf: what it is compared by
-        self._placed: list[Any] = []  # per state leaf: it on the device
+        self._state = PlacedLeaves()  # the state's leaves on the device
         self.same = False  # whether the last call found the last pass's signature
         #: compiled steps by key (("indexed", size), ...) and step -> bound executable,
         #: valid while ``same``
@@ -103,22 +140,15 @@ class PassReuse:
         last pass placed that are unchanged; ``same`` says whether its steps (called
         with ``inputs``, the source's step inputs) still apply."""
         plain = nnx.to_pure_dict(state) if isinstance(state, nnx.State) else state
-        leaves, tree = jax.tree.flatten(plain)
         # what the steps were compiled and bound for: the arguments' structure, shapes,
         # dtypes and placements, and JAX's settings (x64, the default device, ...)
         signature = (graphdef, device, compiled_signature((plain, key, inputs)))
         with self._lock:
             self.same = self._signature is not None and self._signature == signature
             if not self.same:
-                self._signature, self._kept, self._placed = signature, [None] * len(leaves), [None] * len(leaves)
-                self.steps, self.bound = {}, {}
-            changed = [i for i, leaf in enumerate(leaves) if not _unchanged(leaf, self._kept[i])]
-            placed_changed, key, epoch = jax.device_put(
-                ([leaves[i] for i in changed], key, epoch), device)
-            for i, value in zip(changed, placed_changed):
-                self._kept[i] = _host_copy(leaves[i])
-                self._placed[i] = value
-            return jax.tree.unflatten(tree, list(self._placed)), key, epoch
+                self._signature, self.steps, self.bound = signature, {}, {}
+            placed, (key, epoch) = self._state.on(plain, device, (key, epoch), reuse=self.same)
+            return placed, key, epoch
 
     def step(self, name: Any, make: Any) -> Any:
         """The compiled step ``name`` found by the last pass, else ``make()`` (kept)."""

@@ -15,12 +15,12 @@ from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import ConfigError
 from datarax.core.keys import default_key, reserve_draw, seed_key
 from datarax.core.operator import OperatorModule, warn_unseeded
+from datarax.core.source_copy import deepcopy_module
 from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
-from datarax.pipeline.copying import deepcopy_pipeline
 from datarax.pipeline.devices import check_stages_on, placement_for
 from datarax.host.counts import check_count
-from datarax.pipeline.epochs import Repeat, Take
+from datarax.pipeline.epochs import EmptyPasses, Repeat, Take
 from datarax.pipeline.filtered import check_filter
 from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
@@ -170,7 +170,7 @@ class Pipeline(nnx.Module):
             check_filter(source, list(stages), at, self._spec_after, self.plan)
         compile_ahead(self._context(), at)  # the first pass's programs, on a thread
 
-    __deepcopy__ = deepcopy_pipeline  # an independent copy, as nnx.clone (copying.py)
+    __deepcopy__ = deepcopy_module  # an independent copy, as nnx.clone (core/source_copy.py)
 
     def __anchor(self) -> Any:
         return self.source.datarax_position.index_var
@@ -290,14 +290,15 @@ class Pipeline(nnx.Module):
         epoch, index = source.epoch, source.index
         previous, left = session.live, session.left
         was_left_here = session.next_pass(source)[1] is None
+        empties = EmptyPasses(source, "peek()")
         try:
-            for _ in range(2):  # a restored pass may have nothing left: then the next
+            while True:  # a restored pass may have nothing left: then the next (counted too)
                 with session.stats.uncounted(), self._iterator(
                         *session.next_pass(source)) as iterator:
                     batch = next(iterator, None)
                 if batch is not None:
                     return batch
-            raise StopIteration(f"{type(source).__name__} served two empty passes in a row.")
+                empties.ended(True)
         finally:
             source.seek(epoch, index)
             session.live, session.left = previous, left
@@ -430,8 +431,8 @@ class Pipeline(nnx.Module):
 
     def __step(self) -> Batch:
         live = self.__session.live_iterator()
-        empty = 0  # passes begun at their epoch's start that served nothing, in a row
-        while empty < 2:  # the live pass may have just ended: then new passes
+        empties = EmptyPasses(self.source, "step()")
+        while True:  # the live pass may have just ended: then new passes
             whole = False
             if live is None or live.exhausted:
                 live = iter(self)
@@ -440,9 +441,8 @@ class Pipeline(nnx.Module):
             try:
                 return next(live)
             except StopIteration:
-                empty = empty + 1 if whole else 0
                 live = None
-        raise StopIteration(f"{type(self.source).__name__} served two empty passes in a row.")
+            empties.ended(whole)
 
     def scan(
         self, train_step: Callable[..., Any], length: int, modules: Any = ()

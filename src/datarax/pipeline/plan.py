@@ -29,8 +29,7 @@ from datarax.core.module import HostState
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading
 from datarax.core.share import Share
-from datarax.pipeline.host_inputs import HostInputs
-from datarax.pipeline.pass_reuse import PassReuse
+from datarax.pipeline.pass_reuse import PassReuse, PlacedLeaves
 from datarax.pipeline.stats import PipelineStats
 from datarax.sharding.placement import BatchPlacement
 
@@ -126,7 +125,7 @@ class PipelineSession(HostState):
         self.stepper: Any = None  # the iterator step() serves from
         # this process's share of the epoch a restore on another process count re-split
         self.resplit_share: Share | None = None
-        self.host_inputs = HostInputs()  # the source's columns on the CPU (stages_on="host")
+        self.host_inputs = PlacedLeaves()  # the source's columns on the CPU (stages_on="host")
         self.pass_reuse = PassReuse()  # what the last indexed pass leaves to the next
         self.stats = PipelineStats()
         self.ahead: Any = None  # the first pass compiled ahead (pipeline.compile_ahead)

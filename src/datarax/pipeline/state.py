@@ -51,7 +51,7 @@ from datarax.core.data_source import length_or_none
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
-from datarax.core.position import without_later
+from datarax.core.position import saved_count, without_later
 from datarax.core.share import Share
 from datarax.pipeline.plan import PassContext, filter_position
 from datarax.core.stage_digest import SEES, digest, stages_fingerprint
@@ -279,13 +279,7 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     """Refuse a :func:`readable` state from another configuration or a tampered one,
     naming the field."""
     for key in ("epoch", "position"):
-        value = state[key]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise StateError(
-                f"Pipeline state '{key}' must be an int >= 0, got {value!r}; the state "
-                "was tampered with.",
-                field=key,
-            )
+        saved_count(state, key, "Pipeline")
     saved = state["settings"]
     current = settings(context)
     saved = _earlier_versions(saved, current)

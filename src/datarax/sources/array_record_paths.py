@@ -10,7 +10,8 @@ import os
 from collections.abc import Sequence
 
 from datarax.dataset.metadata import METADATA_FILE
-from datarax.storage.local_glob import local_files, path_list
+from datarax.storage.local_glob import local_files
+from datarax.storage.urls import path_list
 
 __all__ = ["PathsLike", "is_folder", "resolve_paths"]
 

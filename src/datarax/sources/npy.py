@@ -52,7 +52,8 @@ from datarax.sources.source_call import (
     MISSING, check_config_given, config_keyword, describe, source_config,
 )
 from datarax.storage import ShardCache, StorageStats, list_objects
-from datarax.storage.local_glob import all_remote, local_files, path_list
+from datarax.storage.local_glob import local_files
+from datarax.storage.urls import all_remote, path_list
 
 DEFAULT_FIELD = "data"
 _WHERE = "NpySource"

@@ -50,6 +50,7 @@ from collections.abc import Callable, Container, Iterator, Sequence
 from typing import Any
 
 from datarax.errors import ConfigError
+from datarax.host.cache_home import cache_home
 from datarax.storage.errors import CacheFullError
 from datarax.storage.retry import StorageStats
 from datarax.storage.urls import FileBlock, RemoteObject, expand_user
@@ -84,15 +85,11 @@ def parse_bytes(text: str | int) -> int:
 
 def default_cache_dir() -> str:
     """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``
-    (a relative ``XDG_CACHE_HOME`` is ignored, as the XDG specification says: it would
-    name another folder in every working directory)."""
+    (a relative ``XDG_CACHE_HOME`` is ignored: :func:`~datarax.host.cache_home.cache_home`)."""
     env = os.environ.get("DATARAX_CACHE_DIR")
     if env:
         return os.path.abspath(expand_user(env))
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "datarax")
+    return os.path.join(cache_home(), "datarax")
 
 
 def given_cache(cache: Any, where: str) -> ShardCache:

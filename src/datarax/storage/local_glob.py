@@ -3,10 +3,9 @@
 fsspec's ``glob`` (remote paths) lets ``**`` match any number of folders, zero
 included, and leaves folders out of what it lists; :func:`local_glob` does the same for
 a local pattern, so ``"data/**/*.array_record"`` names the same files on a disk as in a
-bucket. Every datarax reader that expands a local pattern asks it. The readers' other
-questions about the paths they are given have one answer each here, with one wording
-of what was wrong: :func:`path_list` (which paths were given), :func:`all_remote` (URLs
-or local paths, not both) and :func:`local_files` (which files local paths name).
+bucket. Every datarax reader that expands a local pattern asks it, and
+:func:`local_files` (which files local paths name). Which paths were given and whether
+they are URLs are asked of :mod:`datarax.storage.urls` (``path_list``, ``all_remote``).
 
 Example:
     >>> import os, tempfile
@@ -25,56 +24,17 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from datarax.errors import ConfigError, RecordError
-from datarax.storage.urls import check_named_once, expand_user, is_remote
+from datarax.errors import RecordError
+from datarax.storage.urls import check_named_once
 
-__all__ = ["all_remote", "local_files", "local_glob", "path_list", "pattern_files"]
+__all__ = ["local_files", "local_glob", "pattern_files"]
 
 
 def local_glob(pattern: str) -> list[str]:
     """The files (not folders) local ``pattern`` matches, sorted; ``**`` matches any
     number of folders (``glob.glob(pattern, recursive=True)``)."""
     return sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
-
-
-def path_list(paths: Any, where: str) -> list[str]:
-    """``paths`` (a path, a glob pattern or a URL, as ``str`` or ``os.PathLike``, or a list
-    of them) as a list of ``str``, each local path's ``~`` expanded; ``where`` names the
-    argument in messages.
-
-    Raises:
-        ConfigError: an empty list, or something else than a path where one goes.
-
-    Example:
-        >>> path_list(["a.npy", 3], "NpySourceConfig.paths")
-        Traceback (most recent call last):
-        ...
-        datarax.core.errors.ConfigError: NpySourceConfig.paths must be a path, a glob pattern or a list of them (str or os.PathLike), got int 3.
-    """
-    one = isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence)
-    items = [paths] if one else list(paths)
-    if not items:
-        raise ConfigError(f"{where} is an empty list; name at least one file.")
-    for item in items:
-        if not isinstance(item, (str, os.PathLike)):
-            raise ConfigError(f"{where} must be a path, a glob pattern or a list of them (str or "
-                              f"os.PathLike), got {type(item).__name__} {item!r}.")
-    return [expand_user(os.fspath(item)) for item in items]
-
-
-def all_remote(paths: Sequence[str], where: str) -> bool:
-    """Whether ``paths`` are URLs rather than local paths; ``where`` names the argument.
-
-    Raises:
-        ConfigError: both kinds in one list.
-    """
-    remote = {is_remote(path) for path in paths}
-    if len(remote) > 1:
-        raise ConfigError(f"{where} mixes local paths and URLs ({list(paths)}); give one kind: "
-                          "the files' URLs (copy the local ones to the store), or local paths.")
-    return remote == {True}
 
 
 def pattern_files(path: str) -> list[str]:

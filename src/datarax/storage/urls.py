@@ -33,9 +33,9 @@ from datarax.extras import require
 from datarax.storage.errors import store_error
 from datarax.storage.retry import RetryPolicy, StorageStats, with_retries
 
-__all__ = ["S3_CONNECTIONS", "FileBlock", "RemoteObject",
+__all__ = ["S3_CONNECTIONS", "FileBlock", "RemoteObject", "all_remote",
            "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
-           "list_objects", "object_of",
+           "list_objects", "object_of", "path_list",
            "read_json", "version_tag"]
 
 T = TypeVar("T")
@@ -63,6 +63,44 @@ def is_remote(paths: Any) -> bool:
         _refuse_cut_url(paths)
         return bool(_SCHEME.match(os.fspath(paths)))
     return False
+
+
+def path_list(paths: Any, where: str) -> list[str]:
+    """``paths`` (a path, a glob pattern or a URL, as ``str`` or ``os.PathLike``, or a list
+    of them) as a list of ``str``, each local path's ``~`` expanded; ``where`` names the
+    argument in messages.
+
+    Raises:
+        ConfigError: an empty list, or something else than a path where one goes.
+
+    Example:
+        >>> path_list(["a.npy", 3], "NpySourceConfig.paths")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: NpySourceConfig.paths must be a path, a glob pattern or a list of them (str or os.PathLike), got int 3.
+    """
+    one = isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence)
+    items = [paths] if one else list(paths)
+    if not items:
+        raise ConfigError(f"{where} is an empty list; name at least one file.")
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise ConfigError(f"{where} must be a path, a glob pattern or a list of them (str or "
+                              f"os.PathLike), got {type(item).__name__} {item!r}.")
+    return [expand_user(os.fspath(item)) for item in items]
+
+
+def all_remote(paths: Sequence[str], where: str) -> bool:
+    """Whether ``paths`` are URLs rather than local paths; ``where`` names the argument.
+
+    Raises:
+        ConfigError: both kinds in one list.
+    """
+    remote = {is_remote(path) for path in paths}
+    if len(remote) > 1:
+        raise ConfigError(f"{where} mixes local paths and URLs ({list(paths)}); give one kind: "
+                          "the files' URLs (copy the local ones to the store), or local paths.")
+    return remote == {True}
 
 
 def _refuse_cut_url(path: Any) -> None:
@@ -304,18 +342,16 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
     Raises:
         RecordError: a file is missing or a pattern matches nothing (naming it; the first
             such entry of a list).
-        ConfigError: ``paths`` is empty, mixes remote and local paths, or names a file
-            twice (a glob pattern and a URL it matches too, say).
+        ConfigError: ``paths`` is empty, not paths, local paths (or mixes them with
+            URLs), or names a file twice (a glob pattern and a URL it matches too, say).
         RemoteStoreError: the store still fails after every retry, or refuses access
             (credentials missing or expired), naming the URL.
     """
     retry = retry or RetryPolicy()
-    items = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-    if not items:
-        raise ConfigError("paths is an empty list; name at least one file.")
-    for url in items:
-        if not _SCHEME.match(url):
-            raise ConfigError(f"paths mixes remote URLs and the local path '{url}'; give one kind.")
+    items = path_list(paths, "paths")
+    if not all_remote(items, "paths"):
+        raise ConfigError(f"paths names local paths only ({items}); list_objects lists URLs "
+                          "(s3://, gs://, ... any fsspec protocol): give the files' URLs.")
 
     def one(url: str) -> list[RemoteObject]:
         fs, path = filesystem(url, storage_options, retry)

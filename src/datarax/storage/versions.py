@@ -64,8 +64,11 @@ def read_versioned(fs: Any, path: str, start: int, end: int, expected: str | Non
     Raises:
         VersionMismatch: the store refused the read: the object is no longer ``expected``.
     """
-    if _is_s3(fs):
-        return _s3_range(fs, path, start, end, expected)
+    if _is_s3(fs):  # one GetObject with If-Match, its pieces joined
+        pieces: list[bytes] = []
+        version = read_versioned_into(fs, path, start, end, expected,
+                                      lambda _at, piece, _length: pieces.append(piece))
+        return b"".join(pieces), version
     data = fs.cat_file(path, start=start, end=end)
     if not check:
         return data, None
@@ -231,22 +234,6 @@ def _s3_request(fs: Any, path: str, start: int, end: int, expected: str | None) 
     if expected is not None and not getattr(fs, "local_expiry_check", False):
         request["IfMatch"] = f'"{expected}"'
     return request
-
-
-def _s3_range(fs: Any, path: str, start: int, end: int,
-              expected: str | None) -> tuple[bytes, str | None]:
-    """One ``GetObject`` of the range with ``If-Match`` (s3fs's public ``call_s3``)."""
-    import fsspec.asyn
-
-    request = _s3_request(fs, path, start, end, expected)
-    if end <= start:
-        return b"", expected
-    try:
-        response = fs.call_s3("get_object", **request)
-    except OSError as err:
-        _raise_if_mismatch(err, path, expected)
-        raise
-    return fsspec.asyn.sync(fs.loop, _body, response), version_tag(response)
 
 
 async def _body(response: dict[str, Any]) -> bytes:

@@ -22,7 +22,8 @@ from datarax.core.dtypes import is_text_scalar
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.extras import require
 from datarax.sources.remote_files import RemoteFiles
-from datarax.storage.local_glob import all_remote, local_files, path_list
+from datarax.storage.local_glob import local_files
+from datarax.storage.urls import all_remote, path_list
 from datarax.storage import ShardCache
 from datarax.text.documents import BadDocument
 

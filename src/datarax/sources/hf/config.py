@@ -9,8 +9,7 @@ from datarax.core.config import check_int
 from datarax.core.errors import ConfigError
 from datarax.sources._dataset_config import DatasetConfig, local_path
 from datarax.sources.random_access import BadRecordFields
-from datarax.storage.local_glob import path_list
-from datarax.storage.urls import expand_user
+from datarax.storage.urls import expand_user, path_list
 
 
 @dataclass(frozen=True)

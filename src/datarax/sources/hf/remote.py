@@ -25,7 +25,7 @@ from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.hf.config import HFConfig, HFStreamingConfig  # noqa: F401 - the example
 from datarax.sources.hf.locate import builder_for
 from datarax.storage import ShardCache, is_remote
-from datarax.storage.local_glob import all_remote
+from datarax.storage.urls import all_remote
 
 __all__ = ["local_config", "remote_files", "remote_urls"]
 
