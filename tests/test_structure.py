@@ -24,9 +24,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # other units, never a higher layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the error types: importable with nothing else (no JAX)
-    ("typing", "compilation_cache", "exports", "extras"),
+    ("typing", "exports", "extras"),
     ("host",),  # host-side arrays, dtypes, specs, threads: no JAX (decode workers load them)
-    ("core",),
+    ("core", "compilation_cache"),  # compilation_cache: JAX's cache under host's cache_home
     ("samplers", "sharding", "metrics", "storage"),  # storage: remote paths, the shard cache
     # mixing: source combinators over core's contracts (sources/__init__ re-exports them);
     # dataset: the self-describing ArrayRecord format and its writer (sources read it)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import jax
 
+from datarax.host.cache_home import cache_home
+
 
 def enable_compilation_cache(path: str | os.PathLike[str] | None = None) -> Path:
     """Turn on JAX's persistent compilation cache in ``path`` and return it.
@@ -37,8 +39,7 @@ def enable_compilation_cache(path: str | os.PathLike[str] | None = None) -> Path
         >>> jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     """
     if path is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = Path(base) / "datarax" / "jax"
+        path = Path(cache_home()) / "datarax" / "jax"
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(directory))
