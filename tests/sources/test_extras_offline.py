@@ -104,6 +104,54 @@ def test_the_newer_extras_raise_the_same_error(extra):
     )
 
 
+def test_without_pillow_image_fields_name_the_image_extra_not_a_bad_record(tmp_path):
+    """A dataset of PNG fields read where Pillow is not installed: the missing package and
+    its extra, from decode_images and from the default decode, even with on_error='skip'
+    (it is no record's fault, so none is skipped and no file is blamed)."""
+    pytest.importorskip("array_record")
+    image = pytest.importorskip("PIL.Image")
+    import io
+
+    import numpy as np
+
+    from datarax.dataset import write_dataset
+
+    pngs = []
+    for shade in (0, 90, 180):
+        out = io.BytesIO()
+        image.fromarray(np.full((6, 5, 3), shade, np.uint8)).save(out, "PNG")
+        pngs.append(out.getvalue())
+    write_dataset([{"image": png} for png in pngs], tmp_path / "ds")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["PIL"] = None  # Pillow not installed
+        from datarax import ArrayRecordSourceConfig, ArrayRecordSourceModule, Pipeline, decode_images
+        from datarax.core.errors import MissingExtraError
+        try:
+            decode_images(resize=(4, 4))
+        except MissingExtraError as err:
+            print(err)
+        for on_error in ("raise", "skip"):
+            try:
+                source = ArrayRecordSourceModule(ArrayRecordSourceConfig(on_error=on_error),
+                                                 {str(tmp_path / "ds")!r})
+                print(len([b for b in Pipeline(source=source, stages=[], batch_size=2)]))
+            except MissingExtraError as err:
+                print(err)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    reading = ("reading or writing PNG / JPEG images needs the optional package 'PIL', which "
+               'is not installed. Install it with: pip install "datarax[image]"')
+    assert out.stdout.strip().splitlines() == [
+        "decode_images needs the optional package 'PIL', which is not installed. Install it "
+        'with: pip install "datarax[image]"',
+        reading,
+        reading,
+    ], out.stderr[-3000:]
+
+
 # ------------------------------------------------------------------- TFDS offline
 tfds = pytest.importorskip("tensorflow_datasets")
 
