@@ -94,6 +94,48 @@ def test_every_extra_the_code_names_is_known_and_installable():
     assert set(EXTRAS) - pulled == set(), "extras the all extra does not pull"
 
 
+def test_each_optional_import_is_installed_by_the_extra_it_names():
+    """``require("pkg.mod", extra=X)`` tells the user to ``pip install "datarax[X]"``: X
+    (with the extras it pulls) must list the distribution that provides ``pkg`` (found in
+    this environment, where every extra is installed), else that install does not help."""
+    import importlib.metadata
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def distributions(extra: str) -> set[str]:
+        names = set()
+        for spec in extras[extra]:
+            name = re.split(r"[<>=!~; ]", spec)[0]
+            if name.startswith("datarax["):
+                for inner in name[len("datarax["):-1].split(","):
+                    names |= distributions(inner)
+            else:
+                names.add(re.sub(r"[-_.]+", "-", name.split("[")[0]).lower())
+        return names
+
+    providers = importlib.metadata.packages_distributions()
+    uses = set()
+    for path in (root / "src" / "datarax").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        uses |= {(m, x, path.name) for m, x in
+                 re.findall(r'require\(\s*"([\w.]+)",\s*extra="(\w+)"', text)}
+    uses = {u for u in uses if u[0].split(".")[0] not in sys.stdlib_module_names
+            and not u[0].startswith("no_such")}  # the docstrings' examples
+    assert len(uses) >= 20, sorted(uses)  # the scan finds the requires
+    wrong = []
+    for module, extra, where in sorted(uses):
+        top = module.split(".")[0]
+        provided_by = {re.sub(r"[-_.]+", "-", d).lower() for d in providers.get(top, [])}
+        assert provided_by, f"{top} (required in {where}) is not installed here"
+        if not provided_by & distributions(extra):
+            wrong.append(f"{where}: {module} from extra {extra!r}, which lacks {provided_by}")
+    assert wrong == []
+
+
 @pytest.mark.parametrize("extra", ["tokenizers", "cli", "metrics", "image", "demo"])
 def test_the_newer_extras_raise_the_same_error(extra):
     with pytest.raises(MissingExtraError) as err:
