@@ -136,6 +136,23 @@ def test_each_optional_import_is_installed_by_the_extra_it_names():
     assert wrong == []
 
 
+def test_an_image_operator_without_dm_pix_names_the_image_extra(monkeypatch):
+    import numpy as np
+
+    from datarax.operators.image import GaussianBlur
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    monkeypatch.setitem(sys.modules, "dm_pix", None)  # not installed
+    images = MemorySource(MemorySourceConfig(), {"image": np.zeros((2, 4, 4, 3), np.float32)})
+    with pytest.raises(MissingExtraError) as err:
+        next(iter(Pipeline(source=images, stages=[GaussianBlur(sigma=1.0)], batch_size=2)))
+    assert str(err.value) == (
+        "datarax.operators.image needs the optional package 'dm_pix', which is not installed. "
+        'Install it with: pip install "datarax[image]"'
+    )
+
+
 @pytest.mark.parametrize("extra", ["tokenizers", "cli", "metrics", "image", "demo"])
 def test_the_newer_extras_raise_the_same_error(extra):
     with pytest.raises(MissingExtraError) as err:
