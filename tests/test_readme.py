@@ -35,3 +35,16 @@ def test_readme_python_block_runs_and_keeps_its_promises(tmp_path, monkeypatch):
     saved = json.dumps(state)  # "a few hundred bytes of JSON"
     assert 100 <= len(saved) < 1000, len(saved)
     assert state["epoch"] == 2 and state["position"] == 128
+
+
+def test_the_core_install_lists_pyproject_core_dependencies():
+    """The install lines of README.md and docs/getting-started.md name the packages
+    ``pip install -e .`` brings, as pyproject.toml declares them (the README named Grain
+    after it had left the core)."""
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = sorted(re.split(r"[<>=!~\[ ]", spec)[0].lower() for spec in declared)
+    for page in (README, (ROOT / "docs" / "getting-started.md").read_text()):
+        listed = re.search(r"^pip install -e \.\s+# core: (.*)$", page, re.M).group(1)
+        assert sorted(name.strip() for name in listed.split(",")) == names

@@ -26,7 +26,7 @@ EXTRAS = {
     "hf": "Hugging Face datasets",
     "tfds": "TensorFlow Datasets",
     "checkpoint": "Orbax checkpointing",
-    "image": "image operators (dm-pix)",
+    "image": "images: PNG / JPEG decoding (Pillow, simplejpeg) and image operators (dm-pix)",
     "tokenizers": "text tokenizers (Hugging Face tokenizers)",
     "cli": "the command line's pictures (Pillow, Matplotlib)",
     "metrics": "TensorBoard output of StatsLogger (tensorboardX)",

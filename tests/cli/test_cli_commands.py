@@ -416,6 +416,25 @@ def test_bench_reports_rate_breakdown_floor_and_chart(data, capsys, monkeypatch)
     assert png_size(chart) == (400, 640)
 
 
+def test_bench_png_without_matplotlib_is_refused_before_the_run(data, capsys, monkeypatch):
+    import datarax.cli.bench
+
+    def measured(*args, **kwargs):
+        raise AssertionError("the benchmark ran, and its chart could not be drawn")
+
+    monkeypatch.setattr(datarax.cli.bench, "measure_pipeline", measured)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
+    chart = data / "never.png"
+    code, out, err = datarax_in_process("bench", "py:pipelines_cli:pipeline", "--png",
+                                        str(chart), cwd=data, capsys=capsys,
+                                        monkeypatch=monkeypatch)
+    assert (code, out) == (2, "")
+    assert err.strip().splitlines()[-1] == (
+        "datarax bench: error: datarax bench --png needs the optional package 'matplotlib', "
+        'which is not installed. Install it with: pip install "datarax[cli]"')
+    assert not chart.exists()
+
+
 def test_bench_text_output_names_the_bottleneck(data, capsys, monkeypatch):
     code, out, err = datarax_in_process(
         "bench",

@@ -31,6 +31,7 @@ from datarax.core.data_source import DataSourceModule  # noqa: E402
 from datarax.core.errors import (  # noqa: E402
     ConfigError,
     DataraxError,
+    MissingExtraError,
     RecordError,
     SourceContractError,
     SpecMismatchError,
@@ -2947,6 +2948,23 @@ simple("decode-images-resize-zero", "ArrayRecord: records and images of several 
        "decode_images(resize=0, crop=224)", ConfigError,
        "decode_images: resize must be an int >= 1 or a (height, width) pair of them, got 0.",
        lambda: _decode_images(resize=0, crop=224))
+def _decode_images_without_pillow() -> Any:
+    saved = {name: sys.modules.get(name) for name in ("PIL", "PIL.Image")}
+    sys.modules.update(dict.fromkeys(saved))  # as if Pillow were not installed
+    try:
+        return _decode_images(resize=224, crop=224)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = module
+
+
+simple("decode-images-no-pillow", "ArrayRecord: records and images of several sizes",
+       "decode_images(...) where Pillow is not installed", MissingExtraError,
+       "decode_images needs the optional package 'PIL', which is not installed. Install it "
+       'with: pip install "datarax[image]"', _decode_images_without_pillow)
 simple("decode-images-not-called", "ArrayRecord: records and images of several sizes",
        "decode=datarax.decode_images (not called; --decode datarax:decode_images): a record's "
        "bytes as its field", ConfigError,

@@ -379,3 +379,19 @@ def test_raw_records_of_different_lengths_without_decode_say_to_pass_decode(tmp_
     texts = [t for batch in Pipeline(source=fixed, stages=[], batch_size=4) for t in batch["text"]]
     assert texts == ["ab" * (i + 1) for i in range(6)]
     fixed.close()
+
+
+def test_a_decode_missing_a_package_stops_the_read_under_skip(tmp_path):
+    """An ImportError from ``decode`` (a package this install lacks) is no record's fault:
+    raised as it is, even with on_error='skip', instead of skipping every record."""
+    path = write(tmp_path / "a.array_record", 8)
+
+    def needs_a_package(record: bytes) -> dict[str, np.ndarray]:
+        import no_such_codec_xyz  # noqa: F401
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(on_error="skip"), path,
+                                     decode=needs_a_package)
+    with pytest.raises(ModuleNotFoundError, match="no_such_codec_xyz"):
+        list(Pipeline(source=source, stages=[], batch_size=4))
+    assert source.skipped_records() == []
+    source.close()

@@ -94,6 +94,65 @@ def test_every_extra_the_code_names_is_known_and_installable():
     assert set(EXTRAS) - pulled == set(), "extras the all extra does not pull"
 
 
+def test_each_optional_import_is_installed_by_the_extra_it_names():
+    """``require("pkg.mod", extra=X)`` tells the user to ``pip install "datarax[X]"``: X
+    (with the extras it pulls) must list the distribution that provides ``pkg`` (found in
+    this environment, where every extra is installed), else that install does not help."""
+    import importlib.metadata
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def distributions(extra: str) -> set[str]:
+        names = set()
+        for spec in extras[extra]:
+            name = re.split(r"[<>=!~; ]", spec)[0]
+            if name.startswith("datarax["):
+                for inner in name[len("datarax["):-1].split(","):
+                    names |= distributions(inner)
+            else:
+                names.add(re.sub(r"[-_.]+", "-", name.split("[")[0]).lower())
+        return names
+
+    providers = importlib.metadata.packages_distributions()
+    uses = set()
+    for path in (root / "src" / "datarax").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        uses |= {(m, x, path.name) for m, x in
+                 re.findall(r'require\(\s*"([\w.]+)",\s*extra="(\w+)"', text)}
+    uses = {u for u in uses if u[0].split(".")[0] not in sys.stdlib_module_names
+            and not u[0].startswith("no_such")}  # the docstrings' examples
+    assert len(uses) >= 20, sorted(uses)  # the scan finds the requires
+    wrong = []
+    for module, extra, where in sorted(uses):
+        top = module.split(".")[0]
+        provided_by = {re.sub(r"[-_.]+", "-", d).lower() for d in providers.get(top, [])}
+        assert provided_by, f"{top} (required in {where}) is not installed here"
+        if not provided_by & distributions(extra):
+            wrong.append(f"{where}: {module} from extra {extra!r}, which lacks {provided_by}")
+    assert wrong == []
+
+
+def test_an_image_operator_without_dm_pix_names_the_image_extra(monkeypatch):
+    import numpy as np
+
+    from datarax.operators.image import GaussianBlur
+    from datarax.pipeline import Pipeline
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    monkeypatch.setitem(sys.modules, "dm_pix", None)  # not installed
+    images = MemorySource(MemorySourceConfig(), {"image": np.zeros((2, 4, 4, 3), np.float32)})
+    with pytest.raises(MissingExtraError) as err:
+        next(iter(Pipeline(source=images, stages=[GaussianBlur(sigma=1.0)], batch_size=2)))
+    assert str(err.value) == (
+        "datarax.operators.image needs the optional package 'dm_pix', which is not installed. "
+        'Install it with: pip install "datarax[image]"'
+    )
+
+
 @pytest.mark.parametrize("extra", ["tokenizers", "cli", "metrics", "image", "demo"])
 def test_the_newer_extras_raise_the_same_error(extra):
     with pytest.raises(MissingExtraError) as err:
@@ -102,6 +161,54 @@ def test_the_newer_extras_raise_the_same_error(extra):
         "X needs the optional package 'no_such_package_xyz', which is not installed. "
         f'Install it with: pip install "datarax[{extra}]"'
     )
+
+
+def test_without_pillow_image_fields_name_the_image_extra_not_a_bad_record(tmp_path):
+    """A dataset of PNG fields read where Pillow is not installed: the missing package and
+    its extra, from decode_images and from the default decode, even with on_error='skip'
+    (it is no record's fault, so none is skipped and no file is blamed)."""
+    pytest.importorskip("array_record")
+    image = pytest.importorskip("PIL.Image")
+    import io
+
+    import numpy as np
+
+    from datarax.dataset import write_dataset
+
+    pngs = []
+    for shade in (0, 90, 180):
+        out = io.BytesIO()
+        image.fromarray(np.full((6, 5, 3), shade, np.uint8)).save(out, "PNG")
+        pngs.append(out.getvalue())
+    write_dataset([{"image": png} for png in pngs], tmp_path / "ds")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["PIL"] = None  # Pillow not installed
+        from datarax import ArrayRecordSourceConfig, ArrayRecordSourceModule, Pipeline, decode_images
+        from datarax.core.errors import MissingExtraError
+        try:
+            decode_images(resize=(4, 4))
+        except MissingExtraError as err:
+            print(err)
+        for on_error in ("raise", "skip"):
+            try:
+                source = ArrayRecordSourceModule(ArrayRecordSourceConfig(on_error=on_error),
+                                                 {str(tmp_path / "ds")!r})
+                print(len([b for b in Pipeline(source=source, stages=[], batch_size=2)]))
+            except MissingExtraError as err:
+                print(err)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    reading = ("reading or writing PNG / JPEG images needs the optional package 'PIL', which "
+               'is not installed. Install it with: pip install "datarax[image]"')
+    assert out.stdout.strip().splitlines() == [
+        "decode_images needs the optional package 'PIL', which is not installed. Install it "
+        'with: pip install "datarax[image]"',
+        reading,
+        reading,
+    ], out.stderr[-3000:]
 
 
 # ------------------------------------------------------------------- TFDS offline

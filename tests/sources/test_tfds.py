@@ -72,6 +72,9 @@ def data_dir(tmp_path_factory):
         "raw": tfds.features.Tensor(shape=(), dtype=np.str_),
     }, {"train": {i: {"seq": list(range(i)), "id": i, "raw": bytes([0xFF, 0xD8, i])}
                   for i in range(3)}})
+    # an Image feature: TFDS decodes its PNGs with Pillow (or OpenCV) when reading
+    prepare(root, "DataraxPictures", {"picture": tfds.features.Image(shape=(3, 2, 3))},
+            {"train": {i: {"picture": np.full((3, 2, 3), 40 * i, np.uint8)} for i in range(3)}})
     return root
 
 
@@ -482,6 +485,25 @@ def test_missing_extra_names_pip_command(monkeypatch):
     assert str(err.value) == (
         "TFDSEagerSource needs the optional package 'tensorflow_datasets', which is not "
         'installed. Install it with: pip install "datarax[tfds]"'
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_image_features_without_pillow_or_opencv_name_the_tfds_extra(data_dir, streaming,
+                                                                    monkeypatch):
+    cls, config = ((TFDSStreamingSource, TFDSStreamingConfig) if streaming
+                   else (TFDSEagerSource, TFDSEagerConfig))
+    settings = dict(name="datarax_pictures", data_dir=data_dir, download=False)
+    pictures = np.asarray(next(iter(Pipeline(source=cls(config(**settings)), stages=[],
+                                             batch_size=3)))["picture"])
+    assert sorted(pictures[:, 0, 0, 0].tolist()) == [0, 40, 80]  # decoded, as stored
+    for package in ("PIL", "cv2"):  # neither installed: refused when opened, not per record
+        monkeypatch.setitem(sys.modules, package, None)
+    with pytest.raises(MissingExtraError) as err:
+        cls(config(**settings))
+    assert str(err.value) == (
+        f"{cls.__name__} needs the optional package 'PIL' (imported by 'tensorflow_datasets'), "
+        'which is not installed. Install it with: pip install "datarax[tfds]"'
     )
 
 

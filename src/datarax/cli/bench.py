@@ -17,6 +17,7 @@ import jax
 from datarax.cli.inspect_source import records_in
 from datarax.cli.targets import Target, endless_reason, length_of, open_target, split_spec
 from datarax.core.errors import ConfigError
+from datarax.core.extras import require
 from datarax.core.reading import compiled
 
 
@@ -175,6 +176,8 @@ def run_bench(
     time it, print the report; exit status 0."""
     if batches is not None and batches < 1 or epochs is not None and epochs < 1:
         raise ConfigError("--batches and --epochs must be >= 1.")
+    if png is not None:  # before the run, which the chart would otherwise throw away
+        require("matplotlib", extra="cli", user="datarax bench --png")
     from datarax.pipeline import Pipeline
 
     with _open_bench_target(spec, images) as target:

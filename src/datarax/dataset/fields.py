@@ -40,7 +40,7 @@ from datarax.dataset.images import (
     open_image,
     pil_image,
 )
-from datarax.errors import DataraxError
+from datarax.errors import DataraxError, MissingExtraError
 from datarax.host.dtypes import is_text_dtype
 
 __all__ = ["ENCODINGS", "Features", "Field", "RecordMismatchError", "infer_features", "infer_field"]
@@ -122,6 +122,8 @@ def read_encoded_image(field: str, value: Any, row: int | None = None) -> tuple[
     try:
         with image_named(located(field, row) + (f" (file {path})" if path else "")):
             return data, open_image(data)
+    except MissingExtraError:  # Pillow not installed: no row is to blame
+        raise
     except Exception as err:  # noqa: BLE001 - reported with the row and field
         raise RecordMismatchError(f"{located(field, row)}: undecodable image ({error_text(err)}).",
                                   field=field, row=row) from err

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.image_headers import JPEG_MAGIC, read_image_header
-from datarax.dataset.image_open import open_pil
+from datarax.dataset.image_open import open_pil, pil_image_module
 
 __all__ = ["centre_box", "dct_scale_for", "decode_region", "image_size", "random_resized_box",
            "resize_and_crop", "resized_crop", "resized_size"]
@@ -138,8 +138,7 @@ def _scale_of(height: int, width: int, got: tuple[int, int]) -> int:
 def decode_region(data: bytes, height: int, width: int, k: int) -> tuple[Any, int]:
     """The RGB PIL image encoded in ``data`` (``height`` x ``width``), decoded at 1/``k``
     of its size where the decoder can (JPEG), and the scale it has."""
-    from PIL import Image
-
+    Image = pil_image_module()
     pixels, k = _decode_pixels(data, height, width, k)
     return (Image.fromarray(pixels) if isinstance(pixels, np.ndarray) else pixels), k
 
@@ -168,8 +167,7 @@ def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, i
 def _cut(pixels: Any, box: tuple[int, int, int, int]) -> Any:
     """The PIL image of ``pixels``' ``box`` ``(left, top, right, bottom)``, inside it:
     an array is sliced first, so that only the box's pixels are copied into PIL."""
-    from PIL import Image
-
+    Image = pil_image_module()
     if isinstance(pixels, np.ndarray):
         return Image.fromarray(np.ascontiguousarray(pixels[box[1]:box[3], box[0]:box[2]]))
     return pixels.crop(box)
@@ -192,8 +190,7 @@ def resize_and_crop(data: bytes, *, resize: int | tuple[int, int] | None = None,
     ``Resize(int)``; ``(height, width)``: exactly that) and then centre-cropped to
     ``crop`` (padded with zeros where the image is smaller), as ``uint8 (h, w, 3)``,
     written into ``out`` where given (e.g. a batch's row)."""
-    from PIL import Image
-
+    Image = pil_image_module()
     height, width = image_size(data)
     if isinstance(resize, int):
         size = resized_size(height, width, resize)
@@ -231,8 +228,7 @@ def resized_crop(data: bytes, box: tuple[int, int, int, int] | None, size: tuple
     resized to ``size`` (as torchvision's ``resized_crop``), written into ``out`` where
     given; ``box=None`` draws it from ``rng`` as ``RandomResizedCrop`` does
     (:func:`random_resized_box`)."""
-    from PIL import Image
-
+    Image = pil_image_module()
     height, width = image_size(data)
     if box is None:
         assert rng is not None, "a random box needs rng"

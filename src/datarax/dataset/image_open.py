@@ -26,9 +26,12 @@ import io
 import threading
 import warnings
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
-__all__ = ["image_named", "open_pil"]
+from datarax.extras import require
+
+__all__ = ["image_named", "open_pil", "pil_image_module"]
 
 _WHERE: contextvars.ContextVar[str] = contextvars.ContextVar("image_named", default="an image")
 # warnings.catch_warnings swaps the warnings module's global state: one thread at a time
@@ -47,13 +50,18 @@ def image_named(where: str) -> Iterator[None]:
         _WHERE.reset(token)
 
 
+def pil_image_module() -> ModuleType:
+    """``PIL.Image``, or :class:`~datarax.errors.MissingExtraError` naming the ``image``
+    extra: Pillow reads and writes every PNG / JPEG field, and is optional."""
+    return require("PIL.Image", extra="image", user="reading or writing PNG / JPEG images")
+
+
 def open_pil(data: bytes | str) -> Any:
     """``PIL.Image.open`` of the encoded ``data`` (or the file at that path; lazy, as
     Pillow's), its
     ``DecompressionBombWarning`` issued again naming the image (:func:`image_named`);
     any other warning raised meanwhile is issued again as it was."""
-    from PIL import Image
-
+    Image = pil_image_module()
     where = data if isinstance(data, str) else _WHERE.get()  # a file names itself
     with _CATCHING, warnings.catch_warnings(record=True) as caught:
         image = Image.open(data if isinstance(data, str) else io.BytesIO(data))

@@ -31,6 +31,7 @@ from datarax.dataset.fields import (
     located,
     read_encoded_image,
 )
+from datarax.dataset.image_open import pil_image_module
 from datarax.dataset.images import (
     IMAGE_MODES,
     channels_of,
@@ -101,8 +102,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     else:
         image = pil_image(value)
         if image is None:
-            from PIL import Image
-
+            Image = pil_image_module()
             array = None if is_text_scalar(value) else np.asarray(value)
             if array is None or array.dtype != np.uint8 or array.ndim not in (2, 3):
                 raise RecordMismatchError(

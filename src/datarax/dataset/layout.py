@@ -39,7 +39,7 @@ from datarax.dataset.fields import (
 from datarax.dataset.image_payload import image_payload, stored_as_it_is
 from datarax.dataset.image_open import image_named
 from datarax.dataset.images import IMAGE_MODES, open_image
-from datarax.errors import RecordError
+from datarax.errors import MissingExtraError, RecordError
 from datarax.host.arrays import fresh_aligned
 
 __all__ = ["decode_records", "encode_record", "record_encoder"]
@@ -308,6 +308,8 @@ def _decode_image(f: Field, data: bytes, index: int) -> np.ndarray:
     try:
         with image_named(f"record {index} of the batch, field '{f.name}'"):
             image = open_image(data)
+    except MissingExtraError:  # Pillow not installed: no record is to blame
+        raise
     except Exception as err:  # noqa: BLE001 - named by record
         raise RecordError(f"record {index} of the batch, field '{f.name}': undecodable "
                           f"{f.encoding} image ({error_text(err)}).") from err

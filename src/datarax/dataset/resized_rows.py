@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datarax.dataset.image_decode import image_size, resize_and_crop, resized_size
-from datarax.dataset.image_open import image_named, open_pil
+from datarax.dataset.image_open import image_named, open_pil, pil_image_module
 from datarax.dataset.image_payload import deeper_than_8_bits
 from datarax.dataset.images import IMAGE_MODES, channels_of, encoded_image_bytes, image_format
 from datarax.dataset.rows import Rows
@@ -62,8 +62,7 @@ def parse_resize(value: Any) -> int | tuple[int, int]:
 def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
     """The encoded image ``data`` resized (bilinear, antialiased) and encoded again in
     its own format (JPEG at quality 95; anything else as PNG), keeping its channels."""
-    from PIL import Image
-
+    Image = pil_image_module()
     height, width = image_size(data)
     size = resized_size(height, width, resize) if isinstance(resize, int) else resize
     if size == (height, width):

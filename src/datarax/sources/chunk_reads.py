@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 
 # failures of this machine or the store, not of a record (a full shard cache or local
 # disk, a store down or refusing access): they stop the read under every on_error
-# policy, never become a skipped record
-NOT_A_RECORD: tuple[type[Exception], ...] = (CacheFullError, RemoteStoreError)
+# policy, never become a skipped record; so does a package the decode needs and this
+# install lacks (an ImportError, or the MissingExtraError naming its extra)
+NOT_A_RECORD: tuple[type[Exception], ...] = (CacheFullError, RemoteStoreError, ImportError)
 
 #: a batched read covers about this many bytes of decoded records, in whole batches
 CHUNK_BYTES = 16 << 20

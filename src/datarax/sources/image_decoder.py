@@ -48,7 +48,8 @@ from typing import Any
 import numpy as np
 
 # host-side pieces only, no JAX or Flax: decode worker processes load this module
-from datarax.errors import ConfigError, RecordError
+from datarax.errors import ConfigError, MissingExtraError, RecordError
+from datarax.extras import require
 from datarax.host.arrays import fresh_aligned, seal
 from datarax.host.counts import python_ints
 from datarax.host.dtypes import fit_value
@@ -219,6 +220,8 @@ class ImageDecoder:
         try:
             with image_named(f"field '{self.field}' of record {index}"):
                 return self._decoded(data, index, epoch, out)
+        except MissingExtraError:  # Pillow not installed: no record is to blame
+            raise
         except Exception as err:  # noqa: BLE001 - named by field; the reader names the record
             kind = "" if isinstance(data, (bytes, bytearray)) else f" (got {type(data).__name__})"
             raise RecordError(f"field '{self.field}': cannot decode the image{kind} "
@@ -279,6 +282,7 @@ def decode_images(
         ConfigError: no output size (``resize=int`` alone keeps each image's aspect
             ratio, so sizes would vary), a random crop together with ``resize`` /
             ``crop``, or an option out of range.
+        MissingExtraError: Pillow is not installed (``pip install "datarax[image]"``).
     """
     if isinstance(field, (bytes, bytearray, memoryview)):  # decode=decode_images, uncalled
         raise ConfigError(
@@ -312,6 +316,7 @@ def decode_images(
                "resize=(height, width) or crop=C."))
     if not (isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**63):
         raise ConfigError(f"decode_images: seed must be an int >= 0, got {seed!r}.")
+    require("PIL.Image", extra="image", user="decode_images")  # here, not on a reader thread
     return ImageDecoder(
         field=field, resize=size, crop=_pair("crop", crop),
         random_resized_crop=_pair("random_resized_crop", random_resized_crop),

@@ -30,7 +30,7 @@ Range = float | tuple[float, float]
 
 def pix() -> Any:
     """dm-pix, imported on first use: it is the optional ``image`` extra."""
-    return require("dm_pix", extra="image", user="datarax image operators")
+    return require("dm_pix", extra="image", user="datarax.operators.image")
 
 
 def check_range(

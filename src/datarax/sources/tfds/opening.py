@@ -19,7 +19,7 @@ from datarax.sources.tfds.download import (
 
 
 #: modules TFDS imports lazily that the ``tfds`` extra installs (pyproject.toml).
-TFDS_EXTRA_MODULES = ("tensorflow_datasets", "array_record", "importlib_resources")
+TFDS_EXTRA_MODULES = ("tensorflow_datasets", "array_record", "importlib_resources", "PIL")
 
 
 def tfds_module(where: str) -> Any:
@@ -103,7 +103,24 @@ def open_data_source(config: TFDSConfig, where: str) -> tuple[Any, Any]:
         len(source)
     except ValueError as err:  # a slice that ends before it starts ('train[4:2]')
         raise empty_split(config, where) from err
-    return source, open_builder(tfds, config, where).info
+    info = open_builder(tfds, config, where).info
+    check_image_decoding(tfds, info.features, where)
+    return source, info
+
+
+def check_image_decoding(tfds: Any, features: Any, where: str) -> None:
+    """TFDS decodes Image (and Video) features of a data source with Pillow or OpenCV;
+    with neither installed, say so now (Pillow, from the ``tfds`` extra) rather than
+    fail each record as if it were bad."""
+    pending, has_images = [features], False
+    while pending and not has_images:
+        feature = pending.pop()
+        has_images = isinstance(feature, tfds.features.Image)
+        pending.extend(feature.values() if isinstance(feature, tfds.features.FeaturesDict)
+                       else [feature.feature] if isinstance(feature, tfds.features.Sequence)
+                       else [])
+    if has_images and not any(importlib.util.find_spec(m) for m in ("PIL", "cv2")):
+        raise missing_extra("PIL", extra="tfds", user=where, via="tensorflow_datasets")
 
 
 def not_prepared(config: TFDSConfig, where: str) -> DataraxError:
