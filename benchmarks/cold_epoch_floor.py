@@ -9,14 +9,18 @@ a fresh process, the variants alternating, ``--rounds`` times:
 
 - ``copy_then_read``: bucket_modes' mode of that name (s3fs ``get`` of every file, then a
   global shuffle of the local copy through ``ArrayRecordSourceModule``).
-- ``floor``: plain s3fs, no datarax storage: list the folder (one request), read the 64
-  files' tails at once (postscript and footer: ``datarax.storage.array_record_layout``'s
-  public parser finds the chunk offsets — parsing, not the work measured), fetch the
-  chunks of the first batch's records by range at once (one request a run of neighbouring
-  chunks) and decode them; THEN copy-then-read's own ``get`` of every file and its read
-  of the local copy (the same source, config and batch). The first batch: the epoch's
-  first 256 records of a seeded permutation of all records (like a global shuffle's, ~63
-  of the 64 files); the epoch then reads all 200,000 records.
+- ``floor``: plain s3fs, no datarax storage: read the dataset's metadata
+  (``datarax_dataset.json``: the files, their sizes and record counts; one request, as
+  datarax's build), request the 64 files' tails at once (postscript and footer:
+  ``datarax.storage.array_record_layout``'s public parser finds the chunk offsets —
+  parsing, not the work measured) and each file's chunk ranges for the first batch as
+  soon as its own footer is parsed (one request a run of neighbouring chunks, at most 64
+  requests in flight, on fsspec's event loop), decode them; THEN copy-then-read's own
+  ``get`` of every file and its read of the local copy (the same source, config and
+  batch). The first batch: the first 256 records of a seeded permutation of all records
+  (like a global shuffle's, ~63 of the 64 files); the epoch then reads all 200,000.
+  (Results ``cold_epoch_floor_phased_*``: an earlier floor that listed the folder and
+  read every tail before any chunk range: slower, see docs/benchmarks.md.)
 - ``floor_no_hold``: the same, the ``get`` started (in a thread) as soon as the listing
   is in, beside the first batch's ranged reads.
 - ``global``: bucket_modes' ``global`` mode (datarax: the first batch by range while the
@@ -36,6 +40,7 @@ Run: ``python -m benchmarks.cold_epoch_floor --rounds 3 [--json X]``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import os
@@ -46,7 +51,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,31 +67,81 @@ from datarax.storage.array_record_layout import (
     simple_chunk_records,
 )
 
-__all__ = ["VARIANTS", "first_batch_picks", "open_footers", "read_records"]
+__all__ = ["VARIANTS", "chunk_runs", "decode", "first_batch_picks", "footer_of",
+           "read_first_batch", "tail_span"]
 
 VARIANTS = ("copy_then_read", "floor", "floor_no_hold", "global")
 TAIL = 64 << 10  # bytes read before the postscript (the footer is in them for these files)
 CONNECTIONS = 64  # the ranged reads' connections (datarax's head start uses 64 too)
-# ``cat_ranges(names, starts, ends)``: each file's bytes ``[start, end)``, all at once
-CatRanges = Callable[[Sequence[str], Sequence[int], Sequence[int]], list[bytes]]
+Cat = Callable[[str, int, int], Awaitable[bytes]]  # (file, start, end) -> its bytes
 
 
-def open_footers(cat_ranges: CatRanges, names: Sequence[str],
-                 sizes: Sequence[int]) -> list[Footer]:
-    """Each file's footer from one request a file (its last ``TAIL`` + 64 KiB), all at once;
-    a footer longer than that is read by a second request."""
-    starts = [max(0, size - POSTSCRIPT - TAIL) for size in sizes]
-    tails = cat_ranges(names, starts, list(sizes))
-    footers = []
-    for name, size, start, data in zip(names, sizes, starts, tails, strict=True):
-        post = size - POSTSCRIPT
-        offset = parse_postscript(data[post - start:], name)
-        if offset < start:  # not in the tail: read the rest
-            data = cat_ranges([name], [offset], [start])[0] + data
-            start = offset
-        footers.append(parse_footer(logical_bytes(data[offset - start:post - start], offset),
-                                    size, offset, name))
-    return footers
+def tail_span(size: int) -> tuple[int, int]:
+    """``(start, end)`` of the request opening a file of ``size`` bytes: its postscript
+    (the last 64 KiB) and the ``TAIL`` bytes before it."""
+    return max(0, size - POSTSCRIPT - TAIL), size
+
+
+def footer_of(name: str, size: int, start: int, data: bytes) -> Footer | int:
+    """The file's footer from its bytes ``data`` at ``start`` (to its end); or, when the
+    footer begins before ``start``, the offset it begins at (read from there, again)."""
+    post = size - POSTSCRIPT
+    offset = parse_postscript(data[post - start:], name)
+    if offset < start:
+        return offset
+    return parse_footer(logical_bytes(data[offset - start:post - start], offset), size, offset,
+                        name)
+
+
+def chunk_runs(footer: Footer, indices: Sequence[int]) -> list[tuple[int, int, list[int]]]:
+    """``(start, end, chunks)``: one request a run of neighbouring chunks holding ``indices``."""
+    runs: list[tuple[int, int, list[int]]] = []
+    for c in sorted(set((np.searchsorted(footer.firsts, indices, side="right") - 1).tolist())):
+        begin, end = int(footer.offsets[c]), footer.end(c)
+        if runs and runs[-1][1] == begin:
+            runs[-1] = (runs[-1][0], end, runs[-1][2] + [c])
+        else:
+            runs.append((begin, end, [c]))
+    return runs
+
+
+def decode(name: str, footer: Footer, runs: list[tuple[int, int, list[int]]],
+           answers: Sequence[bytes], indices: Sequence[int]) -> list[bytes]:
+    """The records ``indices`` of one file (in that order) from its ``runs``' answers."""
+    decoded = {}
+    for (start, _, chunks), data in zip(runs, answers, strict=True):
+        for c in chunks:
+            begin = int(footer.offsets[c])
+            piece = logical_bytes(data[begin - start:footer.end(c) - start], begin)
+            decoded[c] = simple_chunk_records(piece, f"{name} chunk {c}")
+    firsts = footer.firsts
+    chunks = np.searchsorted(firsts, indices, side="right") - 1
+    return [decoded[int(c)][k - int(firsts[c])] for k, c in zip(indices, chunks, strict=True)]
+
+
+async def read_first_batch(cat: Cat, names: Sequence[str], sizes: Sequence[int],
+                           picks: Sequence[tuple[int, int]]) -> list[bytes]:
+    """The records ``picks`` (``(file, index in file)``), in that order, by range: every
+    file's tail requested at once, and each file's chunk ranges as soon as its own footer
+    is parsed (no file waits for another's)."""
+    by_file: dict[int, list[int]] = {}
+    for f, k in picks:
+        by_file.setdefault(f, []).append(k)
+
+    async def one(f: int) -> list[bytes]:
+        start, end = tail_span(sizes[f])
+        footer = footer_of(names[f], sizes[f], start, await cat(names[f], start, end))
+        if isinstance(footer, int):  # a footer longer than the tail (not in these files)
+            footer = footer_of(names[f], sizes[f], footer, await cat(names[f], footer, end))
+        assert isinstance(footer, Footer)
+        runs = chunk_runs(footer, by_file[f])
+        answers = await asyncio.gather(*(cat(names[f], s, e) for s, e, _ in runs))
+        return decode(names[f], footer, runs, answers, by_file[f])
+
+    files = sorted(by_file)
+    got = dict(zip(files, await asyncio.gather(*(one(f) for f in files)), strict=True))
+    place = {f: iter(records) for f, records in got.items()}
+    return [next(place[f]) for f, _ in picks]
 
 
 def first_batch_picks(counts: Sequence[int], batch: int, seed: int) -> list[tuple[int, int]]:
@@ -98,42 +153,14 @@ def first_batch_picks(counts: Sequence[int], batch: int, seed: int) -> list[tupl
     return [(int(f), int(r - firsts[f])) for f, r in zip(files, order, strict=True)]
 
 
-def read_records(cat_ranges: CatRanges, names: Sequence[str], footers: Sequence[Footer],
-                 picks: Sequence[tuple[int, int]]) -> list[bytes]:
-    """The records ``picks`` (``(file, index in file)``), in that order: the chunks holding
-    them fetched at once (one range a run of neighbouring chunks), then decoded."""
-    chunk_of = {}
-    runs: list[tuple[int, int, int, list[int]]] = []  # (file, start, end, chunks)
-    for f in sorted({f for f, _ in picks}):
-        footer = footers[f]
-        mine = [k for g, k in picks if g == f]
-        chunks = np.searchsorted(footer.firsts, mine, side="right") - 1
-        chunk_of.update({(f, k): int(c) for k, c in zip(mine, chunks, strict=True)})
-        for c in sorted(set(chunks.tolist())):
-            begin, end = int(footer.offsets[c]), footer.end(c)
-            if runs and runs[-1][0] == f and runs[-1][2] == begin:
-                runs[-1] = (f, runs[-1][1], end, runs[-1][3] + [c])
-            else:
-                runs.append((f, begin, end, [c]))
-    answers = cat_ranges([names[f] for f, *_ in runs], [s for _, s, _, _ in runs],
-                         [e for _, _, e, _ in runs])
-    decoded: dict[tuple[int, int], list[bytes]] = {}
-    for (f, start, _, chunks), data in zip(runs, answers, strict=True):
-        footer = footers[f]
-        for c in chunks:
-            begin = int(footer.offsets[c])
-            piece = logical_bytes(data[begin - start:footer.end(c) - start], begin)
-            decoded[f, c] = simple_chunk_records(piece, f"{names[f]} chunk {c}")
-    return [decoded[f, chunk_of[f, k]][k - int(footers[f].firsts[chunk_of[f, k]])]
-            for f, k in picks]
-
-
 # ------------------------------------------------------------- a floor's process
 def floor_run(job: dict[str, Any]) -> dict[str, Any]:
     """In a fresh process: the floor (``job["hold"]``: downloads after the first batch)."""
     began = time.perf_counter()
     import jax
     import s3fs
+
+    from fsspec.asyn import sync
 
     import datarax.sources  # noqa: F401 - imported before the clock, as bucket_modes does
     from datarax.sources import ArrayRecordSourceModule  # noqa: F401
@@ -153,10 +180,13 @@ def floor_run(job: dict[str, Any]) -> dict[str, Any]:
 
     fs = s3fs.S3FileSystem(skip_instance_cache=True,
                            config_kwargs={"max_pool_connections": CONNECTIONS})
-    listed = sorted((e for e in fs.ls(url, detail=True) if e["name"].endswith(".array_record")),
-                    key=lambda e: e["name"])
-    names, sizes = [e["name"] for e in listed], [int(e["size"]) for e in listed]
-    mark("listed")
+    meta = json.loads(fs.cat_file(url.rstrip("/") + "/datarax_dataset.json"))  # as datarax's
+    # build: one request for the files, their sizes and record counts
+    names = [f"{url.rstrip('/')}/{shard['file']}" for shard in meta["shards"]]
+    sizes = [int(shard["bytes"]) for shard in meta["shards"]]
+    counts = [int(shard["records"]) for shard in meta["shards"]]
+    picks = first_batch_picks(counts, job["batch"], job["seed"])
+    mark("metadata")
 
     def copy() -> None:  # exactly copy_then_read's copy
         s3fs.S3FileSystem(skip_instance_cache=True).get(url.rstrip("/") + "/", folder + "/",
@@ -168,13 +198,13 @@ def floor_run(job: dict[str, Any]) -> dict[str, Any]:
         copier = threading.Thread(target=copy)
         copier.start()
 
-    def cat_ranges(paths: Sequence[str], starts: Sequence[int], ends: Sequence[int]) -> list[bytes]:
-        return fs.cat_ranges(list(paths), list(starts), list(ends), batch_size=CONNECTIONS)
+    limit = asyncio.Semaphore(CONNECTIONS)
 
-    footers = open_footers(cat_ranges, names, sizes)
-    mark("footers")
-    picks = first_batch_picks([f.num_records for f in footers], job["batch"], job["seed"])
-    records = read_records(cat_ranges, names, footers, picks)
+    async def cat(path: str, start: int, end: int) -> bytes:
+        async with limit:
+            return await fs._cat_file(path, start=start, end=end)
+
+    records = sync(fs.loop, read_first_batch, cat, names, sizes, picks)
     first = np.frombuffer(b"".join(records), np.uint8).reshape(len(records), 32, 32, 3)
     mark("first_batch")
     if copier is None:
@@ -196,7 +226,7 @@ def floor_run(job: dict[str, Any]) -> dict[str, Any]:
     after = read_stats(job["proxy"])["h0"]
     source.close()
     ids = np.concatenate(served)
-    total = sum(f.num_records for f in footers)
+    total = sum(counts)
     want = [k * len(names) + f for f, k in picks]  # write_dataset deals records round-robin
     if record_ids(first).tolist() != want:
         raise AssertionError("the floor's first batch is not the records it asked for")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
-from benchmarks.cold_epoch_floor import first_batch_picks, open_footers, read_records
+from benchmarks.cold_epoch_floor import first_batch_picks, read_first_batch
 from int_record_files import write_records
 
 
@@ -20,20 +21,20 @@ def test_first_batch_read_by_range_is_the_records_picked(tmp_path):
                                    (record(f, i) for i in range(n)), opt))
     asked = []
 
-    def cat_ranges(paths, starts, ends):
-        asked.append(len(paths))
-        out = []
-        for path, start, end in zip(paths, starts, ends, strict=True):
-            with open(path, "rb") as fh:
-                fh.seek(start)
-                out.append(fh.read(end - start))
-        return out
+    async def cat(path, start, end):
+        asked.append((names.index(path), start, end))
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            return fh.read(end - start)
 
-    footers = open_footers(cat_ranges, names, [os.path.getsize(n) for n in names])
-    assert [f.num_records for f in footers] == counts
     picks = first_batch_picks(counts, 40, seed=3)
     assert picks == first_batch_picks(counts, 40, seed=3)  # a pure function of the seed
     assert len(set(picks)) == 40 and all(0 <= k < counts[f] for f, k in picks)
     picks += [(0, 0), (0, 299), (1, 0), (2, 129), (0, 0)]  # edges and a repeat
-    assert read_records(cat_ranges, names, footers, picks) == [record(f, k) for f, k in picks]
-    assert asked == [3, asked[1]]  # the tails at once, then every chunk range at once
+    sizes = [os.path.getsize(n) for n in names]
+    got = asyncio.run(read_first_batch(cat, names, sizes, picks))
+    assert got == [record(f, k) for f, k in picks]
+    # each file opened by one request from its end, the rest inside its data
+    tails = [(f, s, e) for f, s, e in asked if e == sizes[f]]
+    assert sorted(f for f, _, _ in tails) == [0, 1, 2]
+    assert all(e <= sizes[f] - (64 << 10) for f, s, e in asked if (f, s, e) not in tails)
