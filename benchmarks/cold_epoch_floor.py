@@ -178,8 +178,11 @@ def floor_run(job: dict[str, Any]) -> dict[str, Any]:
     def mark(name: str) -> None:
         phases[name] = round(time.perf_counter() - t0, 4)
 
-    fs = s3fs.S3FileSystem(skip_instance_cache=True,
-                           config_kwargs={"max_pool_connections": CONNECTIONS})
+    # botocore's settings as datarax sets them: 64 connections, one attempt (no retry
+    # bookkeeping), a User-Agent given (not rebuilt per request)
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, config_kwargs={
+        "max_pool_connections": CONNECTIONS, "user_agent": "floor",
+        "retries": {"mode": "standard", "total_max_attempts": 1}})
     meta = json.loads(fs.cat_file(url.rstrip("/") + "/datarax_dataset.json"))  # as datarax's
     # build: one request for the files, their sizes and record counts
     names = [f"{url.rstrip('/')}/{shard['file']}" for shard in meta["shards"]]
