@@ -15,13 +15,15 @@ a fresh process, the variants alternating, ``--rounds`` times:
   ``datarax.storage.array_record_layout``'s public parser finds the chunk offsets —
   parsing, not the work measured) and each file's chunk ranges for the first batch as
   soon as its own footer is parsed (one request a run of neighbouring chunks, at most 64
-  requests in flight, on fsspec's event loop), decode them; THEN copy-then-read's own
+  requests in flight, on fsspec's event loop; botocore set as datarax sets it: one
+  attempt, a fixed User-Agent), decode them; THEN copy-then-read's own
   ``get`` of every file and its read of the local copy (the same source, config and
   batch). The first batch: the first 256 records of a seeded permutation of all records
   (like a global shuffle's, ~63 of the 64 files); the epoch then reads all 200,000.
   (Results ``cold_epoch_floor_phased_*``: an earlier floor that listed the folder and
-  read every tail before any chunk range: slower, see docs/benchmarks.md.)
-- ``floor_no_hold``: the same, the ``get`` started (in a thread) as soon as the listing
+  read every tail before any chunk range; ``_default_config_*``: botocore's defaults;
+  both slower, see docs/benchmarks.md.)
+- ``floor_no_hold``: the same, the ``get`` started (in a thread) as soon as the metadata
   is in, beside the first batch's ranged reads.
 - ``global``: bucket_modes' ``global`` mode (datarax: the first batch by range while the
   downloads are held back, then whole files into the cache).
@@ -319,10 +321,10 @@ def _report(one: dict[str, Any], runs: list[dict[str, Any]]) -> None:
         one["cold_vs_copy_then_read"] = round(one["cold_records_per_s"]
                                               / base["cold_records_per_s"], 3)
     phases = "  ".join(f"{k} {v:.2f}" for k, v in one["phases_s"].items())
+    ratio = one.get("cold_vs_copy_then_read", 1.0)
     print(f"round {one['round']} {one['variant']:15s} load {one['load_at_start'][0]:5.2f}"
           f"->{one['load_at_end'][0]:5.2f}  first batch {one['first_batch_from_open_s']:.2f} s  "
-          f"cold {one['cold_records_per_s']:8.0f} rec/s (x{one.get('cold_vs_copy_then_read', 1):.2f})"
-          f"  {phases}", flush=True)
+          f"cold {one['cold_records_per_s']:8.0f} rec/s (x{ratio:.2f})  {phases}", flush=True)
 
 
 def main() -> None:
