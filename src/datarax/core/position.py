@@ -74,6 +74,11 @@ def refuse_pipeline_state(state: Any, where: str) -> None:
 _MISSING = object()
 
 
+def _is_count(value: Any) -> bool:
+    """Whether ``value`` is an int >= 0 (a NumPy integer counts; a bool does not)."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 0
+
+
 def saved_count(
     state: Mapping[str, Any],
     name: str,
@@ -102,8 +107,7 @@ def saved_count(
         raise missing_key(state, name, where)
     if value is None and allow_none:
         return None
-    if not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 0 and (
-            at_most is None or value <= at_most):
+    if _is_count(value) and (at_most is None or value <= at_most):
         return int(value)
     bounds = "an int >= 0" if at_most is None else f"an int in [0, {at_most}]"
     raise StateError(
@@ -136,7 +140,7 @@ def saved_counts(
         [2, 0]
     """
     if isinstance(value, (list, tuple)) and len(value) == size and all(
-        not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= 0 for v in value
+        _is_count(v) for v in value
     ) and (total is None or sum(value) == total[1]):
         return [int(v) for v in value]
     adding = "" if total is None else f", adding up to '{total[0]}' ({total[1]})"
