@@ -2977,6 +2977,38 @@ case("decode-images-no-such-field", "ArrayRecord: records and images of several 
      "field: decode_images('image', ...).", needs=AR)(_decode_images_missing_field)
 
 
+def _jpeg_damaged_inside_its_scan(tmp: Path) -> None:
+    """A JPEG whose compressed pixels were overwritten (its markers intact): convert keeps
+    it from its structure, the read names the record (alone: not 'record 0 of the batch')."""
+    import io
+
+    from PIL import Image
+
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    rng = np.random.default_rng(0)
+    images = []
+    for i in range(3):
+        out = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(out, "JPEG")
+        data = bytearray(out.getvalue())
+        if i == 1:
+            scan = data.find(b"\xff\xda")
+            data[scan + 200:scan + 600] = b"\xff" * 400
+        images.append({"image": bytes(data)})
+    write_dataset(images, tmp / "ds")
+    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), tmp / "ds"))
+
+
+case("dataset-jpeg-damaged-inside-its-scan", "ArrayRecord: records and images of several sizes",
+     "a dataset JPEG whose compressed pixels were overwritten (found only by a decode)",
+     RecordError, "ArrayRecordSourceModule: cannot read record 1 of file "
+     "'{tmp}/ds/data-00000-of-00001.array_record' (epoch 0): the record, field 'image': "
+     "undecodable jpeg image (OSError: broken data stream when reading image file).",
+     needs=AR)(_jpeg_damaged_inside_its_scan)
+
+
 REORDERING = "Interleaving and shuffle buffers (InterleaveSource, ShuffleBufferSource)"
 
 
