@@ -355,3 +355,16 @@ def test_open_rows_items_lead_each_record_back_to_its_file(tmp_path) -> None:
     first_pixels = read_dataset(tmp_path / "out")["image"][:, 0, 0, 0].tolist()
     names = ["a/z.png", "a/sub/b.png", "a/sub/deeper/c.png", "a/y y.png", "b/x.png"]
     assert [names[p] for p in first_pixels] == [items[row][0] for row in kept]
+
+
+def test_numbered_class_folders_sort_as_text_unless_class_names_order_them(tmp_path) -> None:
+    src = tmp_path / "src"
+    for value, name in enumerate(["1", "2", "10"]):
+        (src / name).mkdir(parents=True)
+        (src / name / "0.png").write_bytes(png(value))
+    info, _ = convert(str(src), tmp_path / "text")
+    assert info.features["label"].class_names == ("1", "10", "2")
+    info, _ = convert(str(src), tmp_path / "numbers", class_names={"label": ["1", "2", "10"]})
+    out = read_dataset(tmp_path / "numbers")
+    by_label = dict(zip(out["label"].tolist(), out["image"][:, 0, 0, 0].tolist()))
+    assert info.features["label"].class_names == ("1", "2", "10") and by_label == {0: 0, 1: 1, 2: 2}
