@@ -408,6 +408,10 @@ def test_epochs_draw_differently():
     (lambda: I.GaussianBlur(1.0, kernel_size=4), "GaussianBlur: kernel_size must be an odd int >= 1, got 4."),
     (lambda: I.Normalize([0.5, 0.5], [0.2]), "Normalize: mean has 2 values but std has 1."),
     (lambda: I.Normalize([0.5], [0.0]), "Normalize: every std must be > 0, got [0.0]."),
+    (lambda: I.Normalize([123.675, 116.28, 103.53], [58.395, 57.12, 57.375]),
+     "Normalize: mean is on the [0, 1] scale it works on, for uint8 images too (divided by 255 "
+     "first); got [123.675, 116.28, 103.53]. For 0..255 levels give mean / 255 and std / 255 "
+     "(123.675 -> 0.485)."),
     (lambda: I.Normalize([], []), "Normalize: mean and std need at least one value (one per "
                                   "channel, or one for all), got [], []."),
     (lambda: I.RandAugment(2, 31), "RandAugment: magnitude must lie in [0.0, 30.0], got 31."),

@@ -205,6 +205,12 @@ class Normalize(ImageOperator):
             raise ConfigError(f"Normalize: mean and std must be finite, got {mean!r}, {std!r}.")
         if any(not v > 0 for v in s):
             raise ConfigError(f"Normalize: every std must be > 0, got {list(s)}.")
+        if any(v > 1 for v in m):  # no mean of values in [0, 1]: a 0..255 level
+            big = next(v for v in m if v > 1)
+            raise ConfigError(
+                "Normalize: mean is on the [0, 1] scale it works on, for uint8 images too "
+                f"(divided by 255 first); got {mean!r}. For 0..255 levels give mean / 255 "
+                f"and std / 255 ({big:g} -> {big / 255:.3g}).")
         self._setup({"mean": m, "std": s}, stochastic=False, field=field, stream_name=None,
                     rngs=None, name=name)
 
