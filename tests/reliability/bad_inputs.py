@@ -520,11 +520,12 @@ simple("image-normalize-nan-mean", OPERATORS, "Normalize(mean=nan, std=1.0)", Co
        "Normalize: mean and std must be finite, got nan, 1.0.",
        lambda: _image_op("Normalize", mean=float("nan"), std=1.0))
 simple("image-normalize-mean-0-255", OPERATORS,
-       "Normalize(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]) (0..255 levels)",
-       ConfigError, "Normalize: mean is on the [0, 1] scale it works on, for uint8 images too "
-       "(divided by 255 first); got [123.675, 116.28, 103.53]. For 0..255 levels give mean / 255 "
-       "and std / 255 (123.675 -> 0.485).",
-       lambda: _image_op("Normalize", mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]))
+       "Normalize(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]) on uint8 images",
+       ConfigError, "Normalize 'Normalize': mean [123.675, 116.28, 103.53] for the uint8 images "
+       "of field 'image', which are divided by 255 first (values in [0, 1]): a mean above 1 is "
+       "a 0..255 level. Give mean / 255 and std / 255 (123.675 -> 0.485).",
+       lambda: _image_pipe(np.uint8, _image_op("Normalize", mean=[123.675, 116.28, 103.53],
+                                               std=[58.395, 57.12, 57.375])))
 simple("image-rand-augment-fill-out-of-unit", OPERATORS, "RandAugment(fill=128) (a uint8 level)",
        ConfigError, "RandAugment: fill is on the [0, 1] scale its operations work on, for uint8 "
        "images too; got 128. For a uint8 level give level / 255 (128 -> 0.502).",
