@@ -39,7 +39,14 @@ _HOMES = {
     "SelectorOperatorConfig": "datarax.operators.choice",
 }
 
-__all__ = list(_HOMES)
+# written out (not list(_HOMES)): type checkers read a literal __all__ as the re-exports
+__all__ = [
+    "BatchMixOperatorConfig", "BatchMixOperator", "CompositeOperatorConfig",
+    "CompositeOperatorModule", "CompositionStrategy", "ElementOperator",
+    "ElementOperatorConfig", "FilterOperator", "FilterOperatorConfig", "MapOperator",
+    "MapOperatorConfig", "ProbabilisticOperator", "ProbabilisticOperatorConfig",
+    "SelectorOperator", "SelectorOperatorConfig",
+]
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)
