@@ -356,7 +356,7 @@ def open_target(
         )
         return Target(spec, kind, source, where=source.paths, info=info, per_record=refused)
     if kind in ("hf", "tfds"):
-        from datarax import sources
+        import datarax.sources as sources
 
         # float64 (every float column of a JSON/Parquet dataset) is shown as float32: a
         # look at the data should not need jax_enable_x64
