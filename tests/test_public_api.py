@@ -1,8 +1,10 @@
 """The public surface: the names ``datarax`` exports, loaded on first use, one name per class."""
 
+import ast
 import importlib
 import inspect
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -139,3 +141,29 @@ def test_each_top_level_name_is_in_the_subpackages_the_api_page_names():
 def test_dir_offers_the_package_names_not_the_helpers_its_init_imports(package):
     listed = set(dir(importlib.import_module(package)))
     assert not {"TYPE_CHECKING", "annotations", "lazy_exports"} & listed
+
+
+def _packages():
+    root = pathlib.Path(datarax.__file__).parent
+    return sorted(
+        ".".join(("datarax", *init.parent.relative_to(root).parts))
+        for init in root.rglob("__init__.py")
+    )
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_packages_all_is_a_literal_list_of_its_exports(package):
+    """Type checkers and IDEs read ``__all__`` only when it is written out as a literal
+    list of strings; a lazily exporting package lists exactly the names it resolves."""
+    module = importlib.import_module(package)
+    tree = ast.parse(pathlib.Path(module.__file__).read_text())
+    values = [node.value for node in tree.body if isinstance(node, ast.Assign)
+              and any(getattr(t, "id", None) == "__all__" for t in node.targets)]
+    if not values:
+        return  # a package without exports (its modules are imported by path)
+    assert len(values) == 1 and isinstance(values[0], ast.List), package
+    assert all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+               for e in values[0].elts), package
+    homes = getattr(module, "_HOMES", None)
+    if homes is not None:
+        assert set(module.__all__) == set(homes), package

@@ -62,6 +62,19 @@ class RecordError(DataraxError):
         self.index = index
 
 
+class SourceChangedError(DataraxError):
+    """A file a source reads was written over while the source was open (a memory-mapped
+    file cut short or rewritten in place). It stops the read under every ``on_error``
+    policy: the records are not bad, the files are not the ones the source opened.
+
+    ``path`` names the file.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class MissingExtraError(DataraxError, ImportError):
     """An optional package a feature needs is not installed.
 
@@ -74,6 +87,6 @@ class MissingExtraError(DataraxError, ImportError):
 # Their documented home (tracebacks, docs and pickles name it); defined here so that a
 # process that needs only them (a dataset writer's worker) does not import JAX or Flax.
 for _error in (DataraxError, ConfigError, SpecMismatchError, StateError, StaleIteratorError,
-               SourceContractError, RecordError, MissingExtraError):
+               SourceContractError, RecordError, SourceChangedError, MissingExtraError):
     _error.__module__ = "datarax.core.errors"
 del _error

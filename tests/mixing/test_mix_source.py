@@ -489,6 +489,17 @@ def test_numpy_weights_and_records_per_epoch_are_taken_like_python_numbers():
         MixSource([memory(0, 5), memory(10, 15)], weights=np.ones((2, 1)))
 
 
+def test_sources_and_weights_keyed_by_numbers_mix_as_keyed_by_their_names():
+    """Keys that are not strings (0, 1) name the sources as str(key); the weights keyed
+    the same way are found by them (they raised a bare KeyError: '0')."""
+    by_number = MixSource({0: memory(0, 20), 1: memory(100, 110)}, weights={0: 2, 1: 1})
+    by_name = MixSource({"0": memory(0, 20), "1": memory(100, 110)}, weights={"0": 2, "1": 1})
+    ids = [int(i) for b in Pipeline(source=by_number, stages=[], batch_size=8) for i in b["id"]]
+    assert len(ids) == 30 and sorted(ids) == list(range(20)) + list(range(100, 110))
+    assert ids == [int(i) for b in Pipeline(source=by_name, stages=[], batch_size=8)
+                   for i in b["id"]]
+
+
 def test_an_error_reading_a_source_says_which_source_of_the_mixture_raised_it():
     class Once(NumberStream):
         def restart(self, epoch):  # does not rewind: the second pass is empty

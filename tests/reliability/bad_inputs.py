@@ -33,6 +33,7 @@ from datarax.core.errors import (  # noqa: E402
     DataraxError,
     MissingExtraError,
     RecordError,
+    SourceChangedError,
     SourceContractError,
     SpecMismatchError,
     StateError,
@@ -1618,6 +1619,26 @@ case("npy-float64", SOURCES_AND_STAGES, "a float64 shard without cast_float64", 
      "datarax never narrows silently. Set cast_float64=True in the config to cast it to "
      "float32, enable x64 with jax.config.update('jax_enable_x64', True), or save the shards "
      "as float32.")(lambda tmp: _npy_source(paths=_npy(tmp, x=np.zeros(3))["x"]))
+
+
+def _npy_written_over(tmp: Path) -> None:
+    path = _npy(tmp, x=np.arange(1000, dtype=np.int32))["x"]
+    source = _npy_source(paths=path)
+    try:
+        source.get_batch(10)
+        np.save(path, np.zeros(5, np.int32))  # rewritten in place while the source is open
+        while source.get_batch(10) is not None:
+            pass
+    finally:
+        source.close()
+
+
+case("npy-file-written-over", SOURCES_AND_STAGES,
+     "an .npy file rewritten in place while a source reads it", SourceChangedError,
+     "NpySource: '{tmp}/x.npy' was written over while the source reads it (it is "
+     "memory-mapped). Write a new file beside it and os.replace() it over the old one (the "
+     "source keeps reading the version it opened), or build a new source to read the new "
+     "data.")(_npy_written_over)
 
 
 def _npy_int64_overflow(tmp: Path) -> None:

@@ -375,3 +375,34 @@ def test_config_is_normalized_hashable_and_replaceable(tmp_path):
                        r"\{'paths': 'x.npy'\}; its files go in the config. Call "
                        r"NpySource\(NpySourceConfig\(paths='data.npy'\)\).$"):
         NpySource({"paths": "x.npy"})
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_file_written_over_in_place_stops_the_read_naming_it(tmp_path, on_error):
+    """A memory-mapped file cut short by an in-place rewrite would kill the process
+    (SIGBUS): the read is refused instead, under every on_error policy (no record is
+    skipped for it)."""
+    from datarax.core.errors import SourceChangedError
+
+    path = save(tmp_path, "x.npy", np.arange(1000, dtype=np.int32))
+    source = NpySource(NpySourceConfig(paths=path, field="x", on_error=on_error))
+    pipeline = Pipeline(source=source, stages=[], batch_size=10, rngs=nnx.Rngs(0))
+    iterator = iter(pipeline)
+    assert np.asarray(next(iterator)["x"]).tolist() == list(range(10))
+    np.save(path, np.full(5, 9, np.int32))  # the same file, rewritten and shorter
+    with pytest.raises(SourceChangedError, match=r"'.*x\.npy' was written over while the "
+                       r"source reads it .*os\.replace\(\)") as caught:
+        for _ in range(100):
+            next(iterator)
+    assert caught.value.path == path
+    source.close()
+
+
+def test_a_file_replaced_by_rename_keeps_serving_the_version_opened(tmp_path):
+    path = save(tmp_path, "x.npy", np.arange(100, dtype=np.int32))
+    source = NpySource(NpySourceConfig(paths=path, field="x"))
+    assert source.get_batch(3)["x"].tolist() == [0, 1, 2]
+    np.save(tmp_path / "new.npy", np.full(7, 9, np.int32))
+    __import__("os").replace(tmp_path / "new.npy", path)
+    assert source.get_batch(3)["x"].tolist() == [3, 4, 5]
+    source.close()

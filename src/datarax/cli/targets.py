@@ -355,33 +355,18 @@ def open_target(
             ArrayRecordSourceConfig(num_epochs=1, **policy), name, decode=fn
         )
         return Target(spec, kind, source, where=source.paths, info=info, per_record=refused)
-    if kind == "hf":
-        from datarax.sources import HFStreamingConfig, HFStreamingSource
+    if kind in ("hf", "tfds"):
+        import datarax.sources as sources
 
         # float64 (every float column of a JSON/Parquet dataset) is shown as float32: a
         # look at the data should not need jax_enable_x64
-        config = HFStreamingConfig(
-            name=name, split=split or "train", cast_float64=True, **policy
-        )
-        return Target(spec, kind, HFStreamingSource(config), where=[name], where_label="dataset")
-    if kind == "tfds":
-        from datarax.sources import TFDSStreamingConfig, TFDSStreamingSource
-
-        config = TFDSStreamingConfig(
-            name=name,
-            split=split or "train",
-            data_dir=data_dir,
-            download=False,
-            cast_float64=True,
-            **policy,
-        )
-        return Target(
-            spec,
-            kind,
-            TFDSStreamingSource(config),
-            where=[data_dir or "(default)"],
-            where_label="data_dir",
-        )
+        common = {"name": name, "split": split or "train", "cast_float64": True, **policy}
+        if kind == "hf":
+            source = sources.HFStreamingSource(sources.HFStreamingConfig(**common))
+            return Target(spec, kind, source, where=[name], where_label="dataset")
+        source = sources.TFDSStreamingSource(
+            sources.TFDSStreamingConfig(data_dir=data_dir, download=False, **common))
+        return Target(spec, kind, source, where=[data_dir or "(default)"], where_label="data_dir")
     assert split is not None
     return _open_py(spec, name, split)
 

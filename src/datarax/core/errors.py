@@ -16,6 +16,7 @@ from datarax.errors import (
     StaleIteratorError,
     SourceContractError,
     RecordError,
+    SourceChangedError,
     MissingExtraError,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "StaleIteratorError",
     "SourceContractError",
     "RecordError",
+    "SourceChangedError",
     "MissingExtraError",
 ]
 

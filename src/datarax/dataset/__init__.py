@@ -49,6 +49,13 @@ _HOMES = {
         "datarax.dataset.metadata"),
 }
 
-__all__ = list(_HOMES)
+# written out (not list(_HOMES)): type checkers read a literal __all__ as the re-exports
+__all__ = [
+    "convert", "open_rows", "ConversionError", "WriteSummary", "write_dataset",
+    "LabelEncoder", "Features", "Field", "RecordMismatchError", "infer_features",
+    "decode_records", "encode_record", "FORMAT_VERSION", "METADATA_FILE",
+    "WRITER_OPTIONS", "DatasetInfo", "ShardInfo", "read_metadata", "shard_info",
+    "shard_name", "write_metadata",
+]
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)

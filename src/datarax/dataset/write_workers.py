@@ -209,40 +209,27 @@ class WorkerPool:
 
         def report_here(kind: str, value: Any) -> None:
             report(kind, value)
-            self._take_waiting(handlers)
+            self._collect(lambda: False, handlers, wait=False)
 
         write(job, rows, todo[0::n], report_here)
         self._collect(lambda: len(idle) == len(busy), handlers)
 
-    def _take_waiting(self, handlers: dict[str, Callable[[str, Any], None]]) -> None:
-        """Hand the workers' messages already sent to ``handlers`` (no wait); a worker's
-        error or death raises as in :meth:`_collect`."""
-        while True:
-            try:
-                kind, value = self.messages.get_nowait()
-            except queue.Empty:
-                break
-            if kind == "error":
-                self._fail(value)
-            handlers[kind](kind, value)
-        killed = [p.exitcode for p in self.procs if p.exitcode not in (0, None)]
-        if killed:
-            self._fail(self._drain(handlers)
-                       or f"write_dataset: a worker process died (exit code {killed[0]})")
-
     def _collect(self, finished: Callable[[], bool],
-                 handlers: dict[str, Callable[[str, Any], None]]) -> None:
-        """Hand the workers' messages to ``handlers`` until ``finished()``; a worker's
-        error or death ends the others and raises ConversionError."""
+                 handlers: dict[str, Callable[[str, Any], None]], *, wait: bool = True) -> None:
+        """Hand the workers' messages to ``handlers`` until ``finished()`` (``wait=False``:
+        those already sent, no wait); a worker's error or death ends the others and
+        raises ConversionError."""
         while not finished():
             try:
-                kind, value = self.messages.get(timeout=0.2)
+                kind, value = self.messages.get(timeout=0.2) if wait else self.messages.get_nowait()
             except queue.Empty:
                 # a killed worker may hold the queue's lock: the others would hang
                 killed = [p.exitcode for p in self.procs if p.exitcode not in (0, None)]
                 if killed:
                     self._fail(self._drain(handlers) or (
                         f"write_dataset: a worker process died (exit code {killed[0]})"))
+                if not wait:
+                    return
                 continue
             if kind == "error":
                 self._fail(value)

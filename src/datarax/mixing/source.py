@@ -162,7 +162,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
                     f"MixSource weights name {sorted(map(str, weights))} but the sources are "
                     f"{sorted(names)}; give one weight per source."
                 )
-            weight_list = [weights[n] for n in names]
+            by_name = {str(k): w for k, w in weights.items()}  # names are str(key)
+            weight_list = [by_name[n] for n in names]
         elif isinstance(weights, np.ndarray) and weights.ndim == 1:
             weight_list = weights.tolist()
         elif isinstance(weights, Sequence) and not isinstance(weights, (str, bytes)):

@@ -22,24 +22,24 @@ if TYPE_CHECKING:
 
 # Each exported name and the module that defines it.
 _HOMES = {
-    "BatchMixOperatorConfig": "datarax.operators.batch_mix",
-    "BatchMixOperator": "datarax.operators.batch_mix",
-    "CompositeOperatorConfig": "datarax.operators.composite",
-    "CompositeOperatorModule": "datarax.operators.composite",
-    "CompositionStrategy": "datarax.operators.composite",
-    "ElementOperator": "datarax.operators.element",
-    "ElementOperatorConfig": "datarax.operators.element",
-    "FilterOperator": "datarax.operators.filter",
-    "FilterOperatorConfig": "datarax.operators.filter",
-    "MapOperator": "datarax.operators.map",
-    "MapOperatorConfig": "datarax.operators.map",
-    "ProbabilisticOperator": "datarax.operators.choice",
-    "ProbabilisticOperatorConfig": "datarax.operators.choice",
-    "SelectorOperator": "datarax.operators.choice",
-    "SelectorOperatorConfig": "datarax.operators.choice",
+    **dict.fromkeys(("BatchMixOperatorConfig", "BatchMixOperator"), "datarax.operators.batch_mix"),
+    **dict.fromkeys(("CompositeOperatorConfig", "CompositeOperatorModule", "CompositionStrategy"),
+                    "datarax.operators.composite"),
+    **dict.fromkeys(("ElementOperator", "ElementOperatorConfig"), "datarax.operators.element"),
+    **dict.fromkeys(("FilterOperator", "FilterOperatorConfig"), "datarax.operators.filter"),
+    **dict.fromkeys(("MapOperator", "MapOperatorConfig"), "datarax.operators.map"),
+    **dict.fromkeys(("ProbabilisticOperator", "ProbabilisticOperatorConfig", "SelectorOperator",
+                     "SelectorOperatorConfig"), "datarax.operators.choice"),
 }
 
-__all__ = list(_HOMES)
+# written out (not list(_HOMES)): type checkers read a literal __all__ as the re-exports
+__all__ = [
+    "BatchMixOperatorConfig", "BatchMixOperator", "CompositeOperatorConfig",
+    "CompositeOperatorModule", "CompositionStrategy", "ElementOperator",
+    "ElementOperatorConfig", "FilterOperator", "FilterOperatorConfig", "MapOperator",
+    "MapOperatorConfig", "ProbabilisticOperator", "ProbabilisticOperatorConfig",
+    "SelectorOperator", "SelectorOperatorConfig",
+]
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -22,7 +22,7 @@ from datarax.core.config import StructuralConfig
 from datarax.core.draws import integer, symmetric_beta, words
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.operator import OperatorModule
-from datarax.host.counts import python_ints
+from datarax.host.counts import check_count
 from datarax.operators._records import check_draw_settings, check_keys, require_fields
 from datarax.typing import Batch
 
@@ -71,10 +71,9 @@ class BatchMixOperatorConfig(StructuralConfig):
                 raise ConfigError(f"BatchMixOperator {name} must be a field name (str).")
         if not self.stochastic:
             raise ConfigError("BatchMixOperator is always stochastic; leave stochastic=True.")
-        n = python_ints(self.num_classes)  # a NumPy integer kept as the same int
-        object.__setattr__(self, "num_classes", n)
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 2):
-            raise ConfigError(f"BatchMixOperator num_classes must be an int >= 2, got {n!r}.")
+        if self.num_classes is not None:  # a NumPy integer kept as the same int
+            object.__setattr__(self, "num_classes",
+                               check_count(self.num_classes, "BatchMixOperator num_classes", 2))
 
 
 def partners(batch_key: Any, size: int) -> Any:

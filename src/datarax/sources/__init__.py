@@ -80,7 +80,18 @@ _HOMES = {
     "from_tfds": "datarax.sources.tfds.factory",
 }
 
-__all__ = sorted(_HOMES)
+# written out (not list(_HOMES)): type checkers read a literal __all__ as the re-exports
+__all__ = [
+    "ArrayRecordSourceConfig", "ArrayRecordSourceModule", "ConcatSource",
+    "ConcatSourceConfig", "DataSourceModule", "FlatMapSource", "FlatMapSourceConfig",
+    "HFEagerConfig", "HFEagerSource", "HFStreamingConfig", "HFStreamingSource",
+    "ImageDecoder", "IndexedSource", "InterleaveSource", "InterleaveSourceConfig",
+    "LabelEncoder", "MemorySource", "MemorySourceConfig", "MixSource",
+    "MixSourceConfig", "NpySource", "NpySourceConfig", "RandomAccessSource",
+    "ShuffleBufferSource", "ShuffleBufferSourceConfig", "SourceKind", "StreamSource",
+    "StructuralConfig", "TFDSEagerConfig", "TFDSEagerSource", "TFDSStreamingConfig",
+    "TFDSStreamingSource", "decode_images", "from_hf", "from_tfds",
+]
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 # no JAX or Flax below: decode worker processes load this module
-from datarax.errors import ConfigError, RecordError
+from datarax.errors import ConfigError, RecordError, SourceChangedError
 from datarax.sources.decoded_records import DecodedRecords, KeyedRecord, keyed, stack_values
 from datarax.sources.error_policy import ErrorPolicy
 from datarax.storage.errors import CacheFullError, RemoteStoreError
@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 # failures of this machine or the store, not of a record (a full shard cache or local
 # disk, a store down or refusing access): they stop the read under every on_error
 # policy, never become a skipped record; so does a package the decode needs and this
-# install lacks (an ImportError, or the MissingExtraError naming its extra)
-NOT_A_RECORD: tuple[type[Exception], ...] = (CacheFullError, RemoteStoreError, ImportError)
+# install lacks (an ImportError, or the MissingExtraError naming its extra), and a file
+# written over while the source reads it (SourceChangedError)
+NOT_A_RECORD: tuple[type[Exception], ...] = (
+    CacheFullError, RemoteStoreError, ImportError, SourceChangedError)
 
 #: a batched read covers about this many bytes of decoded records, in whole batches
 CHUNK_BYTES = 16 << 20

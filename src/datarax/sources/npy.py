@@ -45,7 +45,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig, check_bool, check_seed
 from datarax.core.dtypes import fit_column, fit_value, is_64bit, is_text_dtype
-from datarax.core.errors import ConfigError, RecordError
+from datarax.core.errors import ConfigError, RecordError, SourceChangedError
 from datarax.sources.remote_files import RemoteFiles
 from datarax.sources.random_access import BadRecordFields, RandomAccessSource
 from datarax.sources.source_call import (
@@ -154,7 +154,10 @@ class _Shards:
                  local: Sequence[str] | None = None) -> None:
         self.field = field
         self.files = files  # as the user named them (URLs for remote files)
-        self.arrays = [_open(path, name) for path, name in zip(local or files, files)]
+        self.local = tuple(local or files)
+        self.arrays = [_open(path, name) for path, name in zip(self.local, files)]
+        # each mapped file as opened: (inode, modified time, bytes the map needs)
+        self.opened = [_opened(path, array) for path, array in zip(self.local, self.arrays)]
         first = self.arrays[0]
         for path, array in zip(files, self.arrays):
             if array.ndim == 0:
@@ -188,9 +191,29 @@ class _Shards:
         out = np.empty((len(indices), *self.row_shape), self.dtype)
         file_of = np.searchsorted(self.ends, indices, side="right")
         for f in np.unique(file_of).tolist():
+            self._check_unchanged(f)
             slots = np.flatnonzero(file_of == f)
             out[slots] = self.arrays[f][indices[slots] - self.starts[f]]
         return out
+
+    def _check_unchanged(self, f: int) -> None:
+        """Refuse to read file ``f``'s map once the file was written over in place: a
+        map past a file cut short kills the process (SIGBUS), and a file rewritten in
+        place would mix two versions' records. A file replaced by another (``os.replace``)
+        or deleted is fine: the map keeps the version it opened."""
+        inode, modified, needs = self.opened[f]
+        try:
+            now = os.stat(self.local[f])
+        except OSError:
+            return
+        if now.st_ino == inode and (now.st_mtime_ns != modified or now.st_size < needs):
+            raise SourceChangedError(
+                f"{_WHERE}: '{self.files[f]}' was written over while the source reads it "
+                "(it is memory-mapped). Write a new file beside it and os.replace() it over "
+                "the old one (the source keeps reading the version it opened), or build a "
+                "new source to read the new data.",
+                path=self.files[f],
+            )
 
     def locate(self, index: int) -> tuple[str, int]:
         f = int(np.searchsorted(self.ends, index, side="right"))
@@ -226,6 +249,12 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
             path=name,
         )
     return array
+
+
+def _opened(path: str, array: np.ndarray) -> tuple[int, int, int]:
+    """``path``'s inode and modified time, and the bytes its map of ``array`` covers."""
+    info = os.stat(path)
+    return info.st_ino, info.st_mtime_ns, int(getattr(array, "offset", 0)) + array.nbytes
 
 
 #: what a bare void dtype (no fields) likely is, and what to do: numpy.save writes a

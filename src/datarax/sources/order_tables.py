@@ -93,11 +93,21 @@ def _entry(cache: collections.OrderedDict[tuple[Any, ...], Future[Any]],
         return made, True
 
 
-def _forget(cache: collections.OrderedDict[tuple[Any, ...], Future[Any]],
-            key: tuple[Any, ...], future: Future[Any]) -> None:
-    with _LOCK:
-        if cache.get(key) is future:
-            del cache[key]
+def _made(cache: collections.OrderedDict[tuple[Any, ...], Future[Any]], key: tuple[Any, ...],
+          make: Any, *args: Any) -> Any:
+    """``make(*args)`` kept under ``key`` in ``cache``: made by an earlier caller (or waited
+    for while another thread makes it), else made now; one whose making failed there is
+    made again here, so that this caller meets the error."""
+    future, mine = _entry(cache, key)
+    if mine:
+        _fill(future, make, *args)
+    try:
+        return future.result()
+    except Exception:  # noqa: BLE001 - made again here: this caller meets the error
+        with _LOCK:
+            if cache.get(key) is future:
+                del cache[key]
+        return make(*args)
 
 
 def _fill(future: Future[Any], make: Any, *args: Any) -> None:
@@ -119,23 +129,11 @@ def _submit(make: Any, *args: Any) -> None:
     worker.submit(make, *args)
 
 
-def _table_key(length: int, seed: int) -> tuple[Any, ...]:
-    return (os.getpid(), length, seed)
-
-
 def order_table(length: int, seed: int) -> np.ndarray:
     """The record index at each position of an epoch of ``length`` records shuffled by
     ``seed`` (int32, read-only): built by an earlier caller (or waited for while another
     thread builds it), else built now."""
-    key = _table_key(length, seed)
-    future, mine = _entry(_TABLES, key)
-    if mine:
-        _fill(future, _build, length, seed)
-    try:
-        return future.result()
-    except Exception:  # noqa: BLE001 - built again here: this caller meets the error
-        _forget(_TABLES, key, future)
-        return _build(length, seed)
+    return _made(_TABLES, (os.getpid(), length, seed), _build, length, seed)
 
 
 def _placed_key(length: int, seed: int, base: np.integer) -> tuple[Any, ...]:
@@ -184,15 +182,7 @@ def placed_order(length: int, seed: int, base: np.integer) -> Any:
     """``{"base": base, "order": order_table(length, seed)}`` on the device where this
     thread's ``jax.device_put`` puts it: the one made ahead (waited for if still being
     made) or by an earlier caller, else placed now (and kept)."""
-    key = _placed_key(length, seed, base)
-    future, mine = _entry(_PLACED, key)
-    if mine:
-        _fill(future, _put, length, seed, base)
-    try:
-        return future.result()
-    except Exception:  # noqa: BLE001 - placed again here: this caller meets the error
-        _forget(_PLACED, key, future)
-        return _put(length, seed, base)
+    return _made(_PLACED, _placed_key(length, seed, base), _put, length, seed, base)
 
 
 def placed_order_ahead(length: int, seed: int, base: np.integer) -> None:

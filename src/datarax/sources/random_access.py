@@ -61,8 +61,9 @@ from datarax.typing import Batch
 
 
 class BadRecordFields:
-    """Mixin of source configs that declare ``on_error``, ``max_skipped`` and
-    ``max_skipped_fraction``; call :meth:`error_policy` in ``__post_init__`` to check them."""
+    """Mixin of source configs that declare ``on_error``, ``max_skipped`` and (but for
+    ``PackedTextConfig``) ``max_skipped_fraction``; call :meth:`error_policy` in
+    ``__post_init__`` to check them."""
 
     on_error: str
     max_skipped: int | None
@@ -73,10 +74,11 @@ class BadRecordFields:
         ``ConfigError`` naming this config when one is invalid)."""
         for name, kind, numpy in (("max_skipped", int, np.integer),
                                   ("max_skipped_fraction", float, (np.integer, np.floating))):
-            if isinstance(getattr(self, name), numpy):  # kept as the same Python number
+            if isinstance(getattr(self, name, None), numpy):  # kept as the same Python number
                 object.__setattr__(self, name, kind(getattr(self, name)))
         try:
-            return ErrorPolicy(self.on_error, self.max_skipped, self.max_skipped_fraction)
+            return ErrorPolicy(self.on_error, self.max_skipped,
+                               getattr(self, "max_skipped_fraction", None))
         except ConfigError as err:
             raise ConfigError(f"{type(self).__name__}: {err}") from None
 

@@ -391,6 +391,14 @@ class SessionCursor:
         columns = got.columns if self._present is None else self._present(got.columns)
         return columns, got.indices, got.end
 
+    def take(self, batch_size: int) -> tuple[Any, Any]:
+        """:meth:`peek` and :meth:`commit` at once, under the reader's lock (a source's
+        ``get_batch_with_indices``): ``(batch, stable indices)``, ``(None, None)`` at the end."""
+        with self._reader.sessions.lock:
+            got = self.peek(batch_size)
+            self.commit(None if got is None else got[2])
+        return (None, None) if got is None else got[:2]
+
     def ready(self, batch_size: int) -> bool:
         """Whether :meth:`peek` of ``batch_size`` would return without waiting."""
         return self._session is not None and self.current and self._reader.ready(batch_size)

@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 from datarax.errors import DataraxError, RecordError
@@ -24,11 +25,7 @@ class _PickledByFields:
 
     def __reduce__(self) -> tuple[Any, ...]:
         values = {name: getattr(self, name) for name in self.fields}
-        return (_rebuild, (type(self), str(self), values))
-
-
-def _rebuild(cls: type[Exception], message: str, values: dict[str, Any]) -> Exception:
-    return cls(message, **values)
+        return (functools.partial(type(self), **values), (str(self),))
 
 
 class RemoteObjectError(_PickledByFields, RecordError):

@@ -101,8 +101,10 @@ class Fetcher(FetchErrors):
         self._versions_lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.storage_options, self.retry, self.chunk, self.parallel,
-                           self.versions()))
+        """A copy ties each file's reads to the same version (``_versions``)."""
+        return (functools.partial(Fetcher, self.storage_options, retry=self.retry,
+                                  chunk=self.chunk, parallel=self.parallel), (),
+                {"_versions": self.versions()})
 
     def versions(self) -> dict[str, str | None]:
         """The version each file's ranged reads are tied to (by URL; None: the store
@@ -451,10 +453,3 @@ class Fetcher(FetchErrors):
             if is_access_refused(err):
                 raise refused_error(named()[0].url, err) from err
             raise
-
-def _rebuild(storage_options: dict[str, Any], retry: RetryPolicy, chunk: int,
-             parallel: int, versions: dict[str, str | None] | None = None) -> Fetcher:
-    out = Fetcher(storage_options, retry=retry, chunk=chunk, parallel=parallel)
-    for url, version in (versions or {}).items():
-        out.pin(url, version)
-    return out

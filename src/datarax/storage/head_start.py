@@ -57,6 +57,7 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -137,9 +138,11 @@ class HeadStart:
         self._unwritten: list[Callable[[], None]] = []  # footers to keep beside the cache
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.shards, self.budget, self.threads, self.request_bytes, self.blocks,
-                           None if self.blocks is None else self.files, self.max_requests,
-                           self.hold))
+        return (functools.partial(
+            HeadStart, self.shards, budget=self.budget, threads=self.threads,
+            request_bytes=self.request_bytes, blocks=self.blocks,
+            files=None if self.blocks is None else self.files, max_requests=self.max_requests,
+            hold=self.hold), ())
 
     def arm(self) -> None:
         """An epoch starts or a state was restored: allow ``budget`` bytes (and
@@ -491,10 +494,3 @@ class HeadStart:
                 threads.shutdown(wait=True)
         for reader in readers:
             reader.close()
-
-
-def _rebuild(shards: RemoteShards, budget: int, threads: int, request_bytes: int,
-             blocks: FileBlocks | None = None, files: Sequence[RemoteObject] | None = None,
-             max_requests: int | None = None, hold: bool = True) -> HeadStart:
-    return HeadStart(shards, budget=budget, threads=threads, request_bytes=request_bytes,
-                     blocks=blocks, files=files, max_requests=max_requests, hold=hold)

@@ -159,9 +159,10 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a worker process gets its own downloads into the same cache (shared safely)
-        return (_rebuild, (self.objects, self.cache, self.storage_options, self.threads,
-                           self.ahead, self.behind, self.handle_limit, self.retry,
-                           self.parallel))
+        return (functools.partial(
+            RemoteShards, self.objects, cache=self.cache, storage_options=self.storage_options,
+            threads=self.threads, ahead=self.ahead, behind=self.behind,
+            handles=self.handle_limit, retry=self.retry, parallel=self.parallel), ())
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -491,10 +492,3 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         for entry in entries:
             entry.release()
 
-
-def _rebuild(objects: Sequence[RemoteObject], cache: ShardCache, storage_options: dict[str, Any],
-             threads: int, ahead: int, behind: int, handles: int, retry: RetryPolicy,
-             parallel: int) -> RemoteShards:
-    return RemoteShards(objects, cache=cache, storage_options=storage_options, threads=threads,
-                        ahead=ahead, behind=behind, handles=handles, retry=retry,
-                        parallel=parallel)

@@ -38,7 +38,8 @@ from datarax.core.errors import ConfigError
 from datarax.core.stream import StreamSource
 from datarax.host.counts import python_ints
 from datarax.sources.read_ahead import SessionCursor
-from datarax.sources.skip_ledger import ErrorPolicy, SkippedRecord
+from datarax.sources.random_access import BadRecordFields
+from datarax.sources.skip_ledger import SkippedRecord
 from datarax.sources.source_call import MISSING, check_config_given, config_keyword, source_config
 from datarax.text.documents import as_reader, close_reader, reader_settings
 from datarax.text.packing import FIELDS, MODES, Packer
@@ -49,7 +50,7 @@ from datarax.typing import Batch
 
 
 @dataclass(frozen=True)
-class PackedTextConfig(StructuralConfig):
+class PackedTextConfig(BadRecordFields, StructuralConfig):
     """Configuration of :class:`PackedTextSource`.
 
     Attributes:
@@ -89,19 +90,11 @@ class PackedTextConfig(StructuralConfig):
                               f"got {self.pad_id}.")
         check_int(self, "tokenize_block", minimum=1)
         check_bool(self, "with_document_index")
-        # a budget computed with NumPy is the same Python int (as in the sources' configs)
-        object.__setattr__(self, "max_skipped", python_ints(self.max_skipped))
         if self.packing not in MODES:
             raise ConfigError(
                 f"PackedTextConfig.packing must be one of {list(MODES)}, got {self.packing!r}."
             )
         self.error_policy()
-
-    def error_policy(self) -> ErrorPolicy:
-        try:
-            return ErrorPolicy(self.on_error, self.max_skipped)
-        except ConfigError as err:
-            raise ConfigError(f"PackedTextConfig: {err}") from None
 
 
 class PackedTextSource(StreamSource):
@@ -194,12 +187,8 @@ class PackedTextSource(StreamSource):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """Rows and their numbers in the pass (their stable index), handed out at once: a
         reading session from the position (a pipeline's read-ahead ended)."""
-        text = self._text
-        with text.sessions.lock:
-            got = text.peek_batch(batch_size, text.start(self.epoch, self.index))
-            text.commit(None if got is None else got.end)
-            self.datarax_position.move(self.epoch, text.position)
-        return (None, None) if got is None else (got.columns, got.indices)
+        with self._text.sessions.lock:
+            return self.batch_cursor().take(batch_size)
 
     def batch_cursor(self) -> SessionCursor:
         """Rows packed ahead of the current position (ends any earlier session): a

@@ -127,17 +127,8 @@ class HFStreamingSource(SkipCounts, StreamSource):
         """The next records of the pass (this shard's) and their positions in its stream,
         handed out at once: a reading session from the position (the open stream kept
         where it stands there; a pipeline's read-ahead ended)."""
-        reader = self._reader
-        epoch = self.epoch
-        with reader.sessions.lock:
-            self._hold()
-            got = reader.peek_batch(batch_size, reader.start(epoch, self.index, self._skips()))
-            reader.commit(None if got is None else got.end)
-            self._set_skips(reader.skipped)
-            self.datarax_position.move(epoch, reader.position)
-        if got is None:
-            return None, None
-        return self._batch_of(got.columns), got.indices
+        with self._reader.sessions.lock:
+            return self.batch_cursor().take(batch_size)
 
     def batch_cursor(self) -> SessionCursor:
         """Batches from the current position, read ahead without moving it: a

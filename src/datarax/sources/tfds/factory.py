@@ -37,26 +37,21 @@ def from_tfds(
     """
     streaming = streaming_choice("from_tfds", streaming, TFDSEagerConfig, TFDSStreamingConfig,
                                  config)
-    if streaming is False:
-        return TFDSEagerSource(TFDSEagerConfig(name=name, split=split, **config), rngs=rngs)
+    if streaming is None:
+        streaming = not _fits_eager(TFDSEagerConfig(name=name, split=split, **config))
     if streaming:
         return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)
-    eager_config = TFDSEagerConfig(name=name, split=split, **config)
+    return TFDSEagerSource(TFDSEagerConfig(name=name, split=split, **config), rngs=rngs)
+
+
+def _fits_eager(config: TFDSEagerConfig) -> bool:
+    """Whether the dataset declares the split's size, at most ``EAGER_MAX_BYTES`` (unknown
+    field names and float64 fields are refused first)."""
     where = "from_tfds"
-    tfds = tfds_module(where)
-    info = open_builder(tfds, eager_config, where).info
-    Decoder(info, eager_config, where)  # refuses unknown field names / float64 up front
-    size = _declared_bytes(info, split)
-    if size is None or size > EAGER_MAX_BYTES:
-        return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)
-    return TFDSEagerSource(eager_config, rngs=rngs)
-
-
-def _declared_bytes(info: Any, split: str) -> int | None:
-    base = split.split("[")[0]
+    info = open_builder(tfds_module(where), config, where).info
+    Decoder(info, config, where)  # refuses unknown field names / float64 up front
     try:
-        split_info = info.splits[base]
-        size = int(split_info.num_bytes)
+        size = int(info.splits[config.split.split("[")[0]].num_bytes)
     except Exception:  # unknown split / undeclared size: decide for streaming
-        return None
-    return size if size > 0 else None
+        return False
+    return 0 < size <= EAGER_MAX_BYTES
