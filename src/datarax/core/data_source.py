@@ -321,6 +321,22 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
             )
         return record
 
+    def _note_direct_end(self) -> None:
+        """Mark where direct iteration read its last pass to the end."""
+        ended = getattr(self, "_DataSourceModule__direct_end", None)
+        if ended is not None:  # the next iter() starts over (see _exhausted)
+            ended.at = self.datarax_position.where()
+            ended.restores = self.datarax_position.restores
+
+    def direct_pass_ended(self) -> bool:
+        """Whether direct iteration (``for record in source``) read its last pass to the
+        end here and the position has not moved since: a Pipeline's next pass is then
+        the next epoch, as after a pass of its own that ended (not an empty rest of this
+        one)."""
+        ended = getattr(self, "_DataSourceModule__direct_end", None)
+        return (ended is not None and ended.at == self.datarax_position.where()
+                and ended.restores == self.datarax_position.restores)
+
     def _next_record(self) -> tuple[Batch, int]:
         """The next record and its stable index, read through ``get_batch_with_indices``
         (the host and stream kinds serve records with it; the indexed base overrides)."""
@@ -330,8 +346,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
             epochs = self._direct_passes()
             if epochs >= 0 and self.epoch + 1 >= epochs:
                 ended = getattr(self, "_DataSourceModule__direct_end", None)
-                if ended is not None:  # the next iter() starts over (see _exhausted)
-                    ended.at = self.datarax_position.where()
+                self._note_direct_end()
                 raise StopIteration
             self.seek(self.epoch + 1, 0)
             batch, indices = read(1)
@@ -347,6 +362,7 @@ class _DirectEnd(HostState):
 
     def __init__(self) -> None:
         self.at: tuple[int, int] | None = None
+        self.restores = 0  # the position's restore count then: a restore there is no end
 
 
 def check_contract(source: DataSourceModule) -> None:
