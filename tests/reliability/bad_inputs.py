@@ -139,6 +139,13 @@ class NoContract(DataSourceModule):
         super().__init__(_EmptyConfig())
 
 
+class ConfigPassing(NoContract):
+    """A custom source that hands its config to the base, with no config class of its own."""
+
+    def __init__(self, config: Any) -> None:
+        DataSourceModule.__init__(self, config)
+
+
 class IndexedNoLen(DataSourceModule):
     def __init__(self) -> None:
         super().__init__(_EmptyConfig())
@@ -3098,6 +3105,14 @@ simple("ranged-merge-gap-negative", RANGED, "ArrayRecordRanges(..., merge_gap=-1
        _ranged_negative_gap, needs="array_record")
 case("ranged-not-array-record", RANGED, "a file of 256,000 other bytes", RecordError,
      "is not an ArrayRecord file: it holds 256000 bytes", needs="array_record")(_ranged_junk)
+
+
+# ------------------------------------------------------------ custom sources
+simple("custom-source-config-not-structural", "Custom sources",
+       "a custom source built with a dict for its config", ConfigError,
+       "ConfigPassing needs a StructuralConfig instance as its first argument, got dict. "
+       "Build one, e.g. ConfigPassing(StructuralConfig(), ...).",
+       lambda: ConfigPassing({"file_path": "rows.csv"}))
 
 
 # ----------------------------------------------------------- docs/errors.md
