@@ -3113,6 +3113,20 @@ simple("custom-source-config-not-structural", "Custom sources",
        "ConfigPassing needs a StructuralConfig instance as its first argument, got dict. "
        "Build one, e.g. ConfigPassing(StructuralConfig(), ...).",
        lambda: ConfigPassing({"file_path": "rows.csv"}))
+_NO_SUBSETS = ("Dataset configs/variants (e.g. 'sst2' within 'glue') are not supported: pass a "
+               "standalone dataset's name as name= (e.g. 'stanfordnlp/sst2').")
+simple("hf-config-config-name", "Hugging Face dataset configs", "HFEagerConfig(name='glue', config_name='sst2')",
+       TypeError, _NO_SUBSETS,
+       lambda: _hf("HFEagerConfig", name="glue", config_name="sst2"), needs=HF)
+simple("hf-config-subset", "Hugging Face dataset configs", "HFStreamingConfig(name='glue', subset='sst2')",
+       TypeError, _NO_SUBSETS,
+       lambda: _hf("HFStreamingConfig", name="glue", subset="sst2"), needs=HF)
+simple("hf-from-hf-config-name", "Hugging Face dataset configs", "from_hf('glue', 'train', config_name='sst2')",
+       ConfigError, _NO_SUBSETS,
+       lambda: _hf("from_hf", "glue", "train", config_name="sst2"), needs=HF)
+simple("hf-source-config-name", "Hugging Face dataset configs", "HFEagerSource(name='glue', config_name='sst2')",
+       ConfigError, _NO_SUBSETS,
+       lambda: _hf("HFEagerSource", name="glue", split="train", config_name="sst2"), needs=HF)
 
 
 # ----------------------------------------------------------- docs/errors.md

@@ -73,6 +73,8 @@ class DataraxModule(nnx.Module):
             raise ConfigError(
                 f"{owner} got unknown setting(s) {unknown}; its settings are {names}."
                 + _meant_argument(cls, unknown)
+                + "".join(f" {config_cls.refused_options[name]}" for name in unknown[:1]
+                          if name in config_cls.refused_options)
             )
         if config is None:
             return config_cls(**settings)
