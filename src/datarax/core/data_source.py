@@ -267,6 +267,12 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         )
         self.seek(epoch, index)
 
+    def __getattr__(self, name: str) -> Any:
+        """Only for attributes not found: ``source.batch`` says where batching is done."""
+        hint = _NOT_A_SOURCE_METHOD.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}"
+                             + (f": {hint}" if hint else ""), name=name, obj=self)
+
     # ---------------------------------------------------------------- resources
     def close(self) -> None:
         """Release what the source holds (reader threads, open files); safe to call twice."""
@@ -354,6 +360,13 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
                 raise StopIteration
         index = self.index - 1 if indices is None else int(np.asarray(indices)[0])
         return record_at(batch, 0), index
+
+
+#: what a source lacks on purpose, and where it is done instead
+_NOT_A_SOURCE_METHOD = {
+    "batch": "sources do not batch; batching is the Pipeline's job: "
+             "Pipeline(source=source, stages=[], batch_size=N, rngs=nnx.Rngs(0))",
+}
 
 
 class _DirectEnd(HostState):
