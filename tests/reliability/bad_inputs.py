@@ -3127,11 +3127,15 @@ simple("hf-from-hf-config-name", "Hugging Face dataset configs", "from_hf('glue'
 simple("hf-source-config-name", "Hugging Face dataset configs", "HFEagerSource(name='glue', config_name='sst2')",
        ConfigError, _NO_SUBSETS,
        lambda: _hf("HFEagerSource", name="glue", split="train", config_name="sst2"), needs=HF)
-simple("source-batch-method", "Source methods", "source.batch(32), as tf.data batches",
+simple("source-batch-method", "Sources: batch and field names", "source.batch(32), as tf.data batches",
        AttributeError, "'MemorySource' object has no attribute 'batch': sources do not batch; "
        "batching is the Pipeline's job: Pipeline(source=source, stages=[], batch_size=N, "
        "rngs=nnx.Rngs(0))",
        lambda: MemorySource(MemorySourceConfig(), data()).batch(32))
+simple("memory-field-name-not-str", "Sources: batch and field names", "MemorySource data {1: [...]}",
+       DataraxError, "MemorySource field names must be str; got int 1. Name the field with a "
+       "str (e.g. '1'): batches are dicts keyed by str.",
+       lambda: MemorySource(MemorySourceConfig(), [{1: 0, "1": 5}, {1: 1, "1": 6}]))
 
 
 # ----------------------------------------------------------- docs/errors.md
