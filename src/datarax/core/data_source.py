@@ -320,6 +320,9 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         check_contract(self)
         self.datarax_position.note_settings(self._state_settings)  # next() without iter()
         record, index = self._next_record()
+        size = self.epoch_size()
+        if size is not None and self.index >= size:  # this read ended the epoch
+            self._note_direct_end()
         if getattr(self.config, "track_metadata", False):
             return Element(
                 data=record,
@@ -335,8 +338,8 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
             ended.restores = self.datarax_position.restores
 
     def direct_pass_ended(self) -> bool:
-        """Whether direct iteration (``for record in source``) read its last pass to the
-        end here and the position has not moved since: a Pipeline's next pass is then
+        """Whether direct reads (``for record in source``, ``next(source)``) ended an
+        epoch here and the position has not moved since: a Pipeline's next pass is then
         the next epoch, as after a pass of its own that ended (not an empty rest of this
         one)."""
         ended = getattr(self, "_DataSourceModule__direct_end", None)
