@@ -331,7 +331,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return record
 
     def _note_direct_end(self) -> None:
-        """Mark where direct iteration read its last pass to the end."""
+        """Mark where direct reads ended an epoch (or direct iteration its last pass)."""
         ended = getattr(self, "_DataSourceModule__direct_end", None)
         if ended is not None:  # the next iter() starts over (see _exhausted)
             ended.at = self.datarax_position.where()
@@ -354,7 +354,6 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         if batch is None:
             epochs = self._direct_passes()
             if epochs >= 0 and self.epoch + 1 >= epochs:
-                ended = getattr(self, "_DataSourceModule__direct_end", None)
                 self._note_direct_end()
                 raise StopIteration
             self.seek(self.epoch + 1, 0)
@@ -373,8 +372,9 @@ _NOT_A_SOURCE_METHOD = {
 
 
 class _DirectEnd(HostState):
-    """Where direct iteration (``for record in source``) found the last pass over: a
-    source of unknown length knows it has finished only by reading to the end."""
+    """Where direct reads (``for record in source``) last ended an epoch: a source of
+    unknown length knows it has finished only by reading to the end, and a Pipeline
+    over the source starts the next epoch there (:meth:`DataSourceModule.direct_pass_ended`)."""
 
     def __init__(self) -> None:
         self.at: tuple[int, int] | None = None
