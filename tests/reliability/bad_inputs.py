@@ -140,6 +140,13 @@ class NoContract(DataSourceModule):
         super().__init__(_EmptyConfig())
 
 
+class ConfigPassing(NoContract):
+    """A custom source that hands its config to the base, with no config class of its own."""
+
+    def __init__(self, config: Any) -> None:
+        DataSourceModule.__init__(self, config)
+
+
 class IndexedNoLen(DataSourceModule):
     def __init__(self) -> None:
         super().__init__(_EmptyConfig())
@@ -3158,6 +3165,37 @@ simple("ranged-merge-gap-negative", RANGED, "ArrayRecordRanges(..., merge_gap=-1
        _ranged_negative_gap, needs="array_record")
 case("ranged-not-array-record", RANGED, "a file of 256,000 other bytes", RecordError,
      "is not an ArrayRecord file: it holds 256000 bytes", needs="array_record")(_ranged_junk)
+
+
+# ------------------------------------------------------------ custom sources
+simple("custom-source-config-not-structural", "Custom sources",
+       "a custom source built with a dict for its config", ConfigError,
+       "ConfigPassing needs a StructuralConfig instance as its first argument, got dict. "
+       "Build one, e.g. ConfigPassing(StructuralConfig(), ...).",
+       lambda: ConfigPassing({"file_path": "rows.csv"}))
+_NO_SUBSETS = ("Dataset configs/variants (e.g. 'sst2' within 'glue') are not supported: pass a "
+               "standalone dataset's name as name= (e.g. 'stanfordnlp/sst2').")
+simple("hf-config-config-name", "Hugging Face dataset configs", "HFEagerConfig(name='glue', config_name='sst2')",
+       TypeError, _NO_SUBSETS,
+       lambda: _hf("HFEagerConfig", name="glue", config_name="sst2"), needs=HF)
+simple("hf-config-subset", "Hugging Face dataset configs", "HFStreamingConfig(name='glue', subset='sst2')",
+       TypeError, _NO_SUBSETS,
+       lambda: _hf("HFStreamingConfig", name="glue", subset="sst2"), needs=HF)
+simple("hf-from-hf-config-name", "Hugging Face dataset configs", "from_hf('glue', 'train', config_name='sst2')",
+       ConfigError, _NO_SUBSETS,
+       lambda: _hf("from_hf", "glue", "train", config_name="sst2"), needs=HF)
+simple("hf-source-config-name", "Hugging Face dataset configs", "HFEagerSource(name='glue', config_name='sst2')",
+       ConfigError, _NO_SUBSETS,
+       lambda: _hf("HFEagerSource", name="glue", split="train", config_name="sst2"), needs=HF)
+simple("source-batch-method", "Sources: batch and field names", "source.batch(32), as tf.data batches",
+       AttributeError, "'MemorySource' object has no attribute 'batch': sources do not batch; "
+       "batching is the Pipeline's job: Pipeline(source=source, stages=[], batch_size=N, "
+       "rngs=nnx.Rngs(0))",
+       lambda: MemorySource(MemorySourceConfig(), data()).batch(32))
+simple("memory-field-name-not-str", "Sources: batch and field names", "MemorySource data {1: [...]}",
+       DataraxError, "MemorySource field names must be str; got int 1. Name the field with a "
+       "str (e.g. '1'): batches are dicts keyed by str.",
+       lambda: MemorySource(MemorySourceConfig(), [{1: 0, "1": 5}, {1: 1, "1": 6}]))
 
 
 # ----------------------------------------------------------- docs/errors.md

@@ -89,6 +89,17 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
     return columns
 
 
+def _field_path(prefix: Path, key: Any) -> Path:
+    """``prefix`` and the field ``key``, which must be a str: batches are dicts of str
+    names, and ``1`` and ``'1'`` would both be ``'1'``."""
+    if not isinstance(key, str):
+        where = f" in field '{_name(prefix)}'" if prefix else ""
+        raise DataraxError(
+            f"MemorySource field names must be str; got {type(key).__name__} {key!r}{where}. "
+            f"Name the field with a str (e.g. {str(key)!r}): batches are dicts keyed by str.")
+    return (*prefix, key)
+
+
 def _rows_of(column: Any) -> Any:
     return column.rows if isinstance(column, DeviceColumn) else column
 
@@ -96,7 +107,7 @@ def _rows_of(column: Any) -> Any:
 def _columns_of_dict(data: Mapping[Any, Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
     columns: dict[Path, Any] = {}
     for key, value in data.items():
-        path = (*prefix, str(key))
+        path = _field_path(prefix, key)
         if isinstance(value, Mapping):
             if not value:
                 raise DataraxError(
@@ -112,8 +123,8 @@ def _columns_of_dict(data: Mapping[Any, Any], prefix: Path, cast_float64: bool) 
 def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
     keys = list(records[0].keys())
     where = f" field '{_name(prefix)}'" if prefix else ""
-    for i, record in enumerate(records):
-        if not isinstance(record, Mapping) or list(record.keys()) != keys:
+    for i, record in enumerate(records):  # the same fields, in any order
+        if not isinstance(record, Mapping) or record.keys() != set(keys):
             got = list(record.keys()) if isinstance(record, Mapping) else type(record).__name__
             raise DataraxError(
                 f"MemorySource record {i}{where} has fields {got}, record 0 has {keys}; every "
@@ -125,7 +136,7 @@ def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool
         )
     columns: dict[Path, Any] = {}
     for key in keys:
-        path = (*prefix, str(key))
+        path = _field_path(prefix, key)
         values = [record[key] for record in records]
         if isinstance(values[0], Mapping):
             columns.update(_columns_of_records(values, path, cast_float64))
