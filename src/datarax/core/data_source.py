@@ -400,8 +400,11 @@ def _call_problem(cls: type) -> str | None:
             try:
                 signature.bind(None, *arguments)  # None: self
             except TypeError:
+                bare = signature.replace(  # the parameters' names only
+                    parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                    return_annotation=signature.empty)
                 _CALL_PROBLEMS[cls] = (
-                    f"{cls.__name__}.{method}{signature} cannot be called as datarax calls "
+                    f"{cls.__name__}.{method}{bare} cannot be called as datarax calls "
                     f"it, {method}{arguments}: define it as {method}(self, {form}).")
     return _CALL_PROBLEMS[cls]
 

@@ -331,17 +331,17 @@ def validate_batch(
                 bad(name, f"is declared text but holds "
                           f"{getattr(value, 'dtype', type(value).__name__)}")
             continue
-        if is_text_value(value):
-            bad(name, f"is declared {np.dtype(s.dtype).name}{tuple(s.shape)} but holds "
-                      f"strings (declare a text field as TextSpec({tuple(s.shape) or ''}), "
-                      "from datarax.core.spec)")
-            continue
         try:
             shape = tuple(np.shape(value))[1:]
             dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
         except ValueError:  # a list of records of different shapes
             bad(name, "holds records of different shapes (a ragged list), so they do not "
                       "make one array: pad or truncate them to one shape")
+            continue
+        if is_text_value(value) or is_text_dtype(dtype):
+            bad(name, f"is declared {np.dtype(s.dtype).name}{tuple(s.shape)} but holds "
+                      f"strings (declare a text field as TextSpec({shape or ''}), "
+                      "from datarax.core.spec)")
             continue
         if shape != tuple(s.shape):
             bad(name, f"has per-record shape {shape}, declared {tuple(s.shape)}")
