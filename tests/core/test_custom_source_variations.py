@@ -195,3 +195,32 @@ def test_direct_iteration_without_base_init_names_super_init():
     with pytest.raises(SourceContractError, match=r"NoBaseInit was built without "
                                                   r"DataSourceModule.__init__.*super\(\).__init__"):
         list(NoBaseInit())
+
+
+class FailsOnce(Counting):
+    """``Counting`` whose read at record 4 raises once (a dropped connection)."""
+
+    failed = False
+
+    def get_batch(self, batch_size):
+        if int(self.place.value) == 4 and not self.failed:
+            self.failed = True
+            raise OSError("connection dropped")
+        return super().get_batch(batch_size)
+
+
+def test_error_raised_by_get_batch_reaches_the_caller_and_the_pass_continues_after_it():
+    pipeline = Pipeline(source=FailsOnce(RowsConfig(), n=8), stages=[], batch_size=2,
+                        rngs=nnx.Rngs(0))
+    it, served = iter(pipeline), []
+    with pytest.raises(OSError, match="connection dropped"):
+        for batch in it:
+            served.append(batch["x"].tolist())
+    assert served == [[0, 1], [2, 3]]
+    saved = json.loads(json.dumps(pipeline.get_state()))
+    assert [b["x"].tolist() for b in it] == [[4, 5], [6, 7]]
+    again = FailsOnce(RowsConfig(), n=8)
+    again.failed = True  # the connection is back
+    fresh = Pipeline(source=again, stages=[], batch_size=2, rngs=nnx.Rngs(0))
+    fresh.set_state(saved)
+    assert batches(fresh) == [[4, 5], [6, 7]]
