@@ -224,3 +224,18 @@ def test_error_raised_by_get_batch_reaches_the_caller_and_the_pass_continues_aft
     fresh = Pipeline(source=again, stages=[], batch_size=2, rngs=nnx.Rngs(0))
     fresh.set_state(saved)
     assert batches(fresh) == [[4, 5], [6, 7]]
+
+
+class Lengthless(DataSourceModule):
+    def __init__(self):
+        super().__init__(RowsConfig())
+        self.x = nnx.data(jnp.arange(4, dtype=jnp.int32))
+
+    def get_batch_at(self, start, size, key=None):
+        return {"x": self.x[(jnp.arange(size) + start) % 4]}
+
+
+def test_indexed_source_without_len_says_to_define_it_when_iterated_directly():
+    with pytest.raises(TypeError, match=r"Lengthless implements get_batch_at but not __len__: "
+                                        r"define __len__\(self\)"):
+        list(Lengthless())
