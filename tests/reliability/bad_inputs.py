@@ -3154,7 +3154,7 @@ def expected_match(c: BadInput, tmp: Path) -> str:
 
 
 # ------------------------------------ writing a source (DataSourceModule, datasets objects)
-CUSTOM = "Writing a source: DataSourceModule subclasses, datasets objects"
+CUSTOM = "Custom sources; Hugging Face habits (datasets objects, load_dataset arguments)"
 
 simple("stream-element-spec-not-a-dict", CUSTOM,
        "element_spec() returning one jax.ShapeDtypeStruct", SourceContractError,
@@ -3188,6 +3188,11 @@ simple("hf-dataset-object-as-config", CUSTOM, "HFEagerSource(datasets.Dataset)",
        "name=folder.",
        lambda: _hf("HFEagerSource", __import__("datasets").Dataset.from_dict({"x": [1, 2]})),
        needs=HF)
+simple("hf-config-data-files-dict", CUSTOM, "data_files={'train': 'a.parquet'}", ConfigError,
+       "HFEagerConfig.data_files holds the files of one split, not a dict of splits (got "
+       "['train']): pass that split's files with its name, e.g. data_files=files['train'], "
+       "split='train'.",
+       lambda: _hf("HFEagerConfig", data_files={"train": "a.parquet"}), needs=HF)
 
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:

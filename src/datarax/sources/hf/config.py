@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from datarax.core.config import check_int
@@ -31,6 +32,12 @@ class HFConfig(DatasetConfig):
         if self.name is not None:  # a local folder or file: '~/data' is the home folder's
             object.__setattr__(self, "name", expand_user(self.name))
         files = self.data_files
+        if isinstance(files, Mapping):  # load_dataset's {split: files}
+            first = next(iter(files), "train")
+            raise ConfigError(
+                f"{cls}.data_files holds the files of one split, not a dict of splits "
+                f"(got {sorted(files)}): pass that split's files with its name, e.g. "
+                f"data_files=files[{first!r}], split={first!r}.")
         if files is not None:  # one path stays one str, a list becomes a tuple
             paths = path_list(files, f"{cls}.data_files (the files of split '{self.split}')")
             one = isinstance(files, (str, os.PathLike))
