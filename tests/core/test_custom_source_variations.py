@@ -12,7 +12,7 @@ from flax import nnx
 
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule
-from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
+from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
 from datarax.pipeline import Pipeline
 
@@ -239,3 +239,11 @@ def test_indexed_source_without_len_says_to_define_it_when_iterated_directly():
     with pytest.raises(TypeError, match=r"Lengthless implements get_batch_at but not __len__: "
                                         r"define __len__\(self\)"):
         list(Lengthless())
+
+
+def test_source_of_ones_own_given_no_config_is_told_how_to_define_one():
+    with pytest.raises(ConfigError, match=r"Rows needs a StructuralConfig instance as its first "
+                                        r"argument, got dict\. Define its config as a frozen "
+                                        r"dataclass deriving from StructuralConfig .*"
+                                        r"super\(\)\.__init__\(config, rngs=rngs, name=name\)"):
+        Rows({"path": "rows.csv"}, [{"x": 1}])

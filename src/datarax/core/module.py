@@ -40,8 +40,7 @@ class DataraxModule(nnx.Module):
         if not isinstance(config, StructuralConfig):
             raise ConfigError(
                 f"{type(self).__name__} needs a StructuralConfig instance as its first "
-                f"argument, got {type(config).__name__}. Build one, e.g. "
-                f"{type(self).__name__}({_config_hint(type(self).__name__)}(), ...)."
+                f"argument, got {type(config).__name__}. {_config_hint(type(self))}"
             )
         check_rngs(rngs, type(self).__name__)
         self.config = nnx.static(config)
@@ -109,11 +108,20 @@ def _meant_argument(cls: type, unknown: list[str]) -> str:
     return (f" Did you mean {' / '.join(meant)}, a keyword argument of {cls.__name__} "
             "(not a setting of its config)?")
 
-def _config_hint(cls_name: str) -> str:
+def _config_hint(cls: type) -> str:
+    """How to build the config of ``cls``: its config class for datarax's own, else how
+    a class of one's own defines one and hands it to ``super().__init__``."""
+    name = cls.__name__
+    if cls.__module__.split(".")[0] != "datarax":
+        return (f"Define its config as a frozen dataclass deriving from StructuralConfig "
+                f"(@dataclass(frozen=True) class {name}Config(StructuralConfig): ...), "
+                f"build {name}({name}Config(), ...), and pass it on first: "
+                "super().__init__(config, rngs=rngs, name=name).")
+    config = cls.config_class.__name__ if cls.config_class is not None else name + "Config"
     for suffix in ("Module", "Source"):
-        if cls_name.endswith(suffix):
-            return cls_name[: -len(suffix)] + suffix.replace("Module", "") + "Config"
-    return cls_name + "Config"
+        if cls.config_class is None and name.endswith(suffix):
+            config = name[: -len(suffix)] + suffix.replace("Module", "") + "Config"
+    return f"Build one, e.g. {name}({config}(), ...)."
 
 
 class HostState:
