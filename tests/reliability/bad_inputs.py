@@ -1659,9 +1659,9 @@ def _npy_written_over(tmp: Path) -> None:
 case("npy-file-written-over", SOURCES_AND_STAGES,
      "an .npy file rewritten in place while a source reads it", SourceChangedError,
      "NpySource: '{tmp}/x.npy' was written over while the source reads it (it is "
-     "memory-mapped). Write a new file beside it and os.replace() it over the old one (the "
-     "source keeps reading the version it opened), or build a new source to read the new "
-     "data.")(_npy_written_over)
+     "memory-mapped: 4128 bytes opened, 148 now). Write a new file beside it and "
+     "os.replace() it over the old one (the source keeps reading the version it opened), or "
+     "build a new source to read the new data.")(_npy_written_over)
 
 
 def _npy_int64_overflow(tmp: Path) -> None:
