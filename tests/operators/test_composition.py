@@ -337,7 +337,7 @@ def test_composites_are_per_record_exactly_when_every_child_is():
     assert stages_per_record([ProbabilisticOperator(mul(-1), 0.5)])
     assert stages_per_record([SelectorOperator([add(1), add(2)])])
     assert not stages_per_record([composite("sequential", [add(1), mix])])
-    assert not stages_per_record([ProbabilisticOperator(mix, 0.5)])
+    assert not stages_per_record([ProbabilisticOperator(mix, 1.0)])
     assert not stages_per_record([add(1), lambda batch: batch])  # a plain callable: batch level
 
 
@@ -347,3 +347,73 @@ def test_a_per_record_chain_pads_the_short_batch_and_still_serves_exact_records(
     got = [np.asarray(b["x"]).tolist() for b in p]  # a shuffled epoch: 4, 4, then 2
     assert [len(b) for b in got] == [4, 4, 2]
     assert sorted(v for b in got for v in b) == [2 * (i + 1) for i in range(10)]
+
+
+def _mix():
+    from datarax.operators import BatchMixOperator
+
+    return BatchMixOperator(mode="mixup", alpha=1.0)
+
+
+@pytest.mark.parametrize("make, owner", [
+    (lambda: SelectorOperator([_mix(), add(1)]), "SelectorOperator"),
+    (lambda: ProbabilisticOperator(_mix(), 0.5), "ProbabilisticOperator"),
+    (lambda: composite("branching", [add(1), _mix()], router=lambda r: 0),
+     "CompositeOperatorModule (strategy 'branching')"),
+    (lambda: composite("conditional_sequential", [_mix()], conditions=[lambda r: True]),
+     "CompositeOperatorModule (strategy 'conditional_sequential')"),
+])
+def test_a_batch_level_operator_in_a_per_record_choice_is_refused(make, owner):
+    # picked per record it would see batches of one record: a mixup of a record with itself
+    with pytest.raises(ConfigError, match=r"works on the whole batch") as err:
+        make()
+    assert str(err.value).startswith(f"{owner}: operator ")
+
+
+def test_a_batch_level_operator_applied_to_every_batch_still_mixes():
+    labels = jax.nn.one_hot(jnp.arange(8), 8)
+    batch = {"image": jnp.arange(8.0)[:, None, None, None] * jnp.ones((8, 2, 2, 1)),
+             "label": labels}
+    for op in (ProbabilisticOperator(_mix(), 1.0), composite("sequential", [_mix()])):
+        out = op.apply_batch(batch, keys(8))
+        assert not np.array_equal(np.asarray(out["label"]), np.asarray(labels))
+
+
+def test_a_condition_or_router_giving_a_vector_is_refused_naming_it():
+    vector = lambda r: jnp.stack([r["x"][0] > 0, r["x"][1] > 0])  # noqa: E731
+    cond = composite("conditional_sequential", [add(1), add(2)], conditions=[vector, vector])
+    with pytest.raises(ConfigError, match=r"condition 0 must give one value per record \(a "
+                                          r"scalar\), got shape \(2,\)"):
+        cond.apply_batch({"x": X}, None)
+    routed = composite("branching", [add(1), add(2)], router=lambda r: r["x"].astype(jnp.int32))
+    with pytest.raises(ConfigError, match=r"the router must give one value per record"):
+        routed.apply_batch({"x": X}, None)
+
+
+def test_weights_on_a_strategy_that_ignores_them_are_refused():
+    with pytest.raises(ConfigError, match="weights apply only to 'weighted_parallel'; got "
+                                          "strategy 'sequential'"):
+        composite("sequential", [add(1), add(2)], weights=(1.0, 2.0))
+
+
+def test_a_stochastic_choice_without_keys_is_refused_naming_it():
+    for op in (ProbabilisticOperator(mul(-1), 0.5), SelectorOperator([add(1), add(2)])):
+        with pytest.raises(DataraxError) as err:
+            op.apply_batch({"x": X}, None)
+        assert f"'{op.name}' is stochastic but got no keys" in str(err.value)
+
+
+def test_probability_may_be_a_numpy_number():
+    op = ProbabilisticOperator(mul(-1), probability=np.float32(1.0))
+    assert op.config.probability == 1.0 and type(op.config.probability) is float
+    np.testing.assert_array_equal(op.apply_batch({"x": X}, None)["x"], -X)
+    with pytest.raises(ConfigError, match="must be a number in"):
+        ProbabilisticOperator(mul(-1), probability=np.bool_(True))
+
+
+def test_weighted_parallel_of_integer_fields_is_plain_float32():
+    batch = {"x": X, "label": jnp.array([1, 2, 3], jnp.int32)}
+    op = composite("weighted_parallel", [add(1), mul(10)], weights=(0.5, 0.5))
+    out = op.apply_batch(batch, None)
+    assert out["label"].dtype == jnp.float32 and not out["label"].weak_type
+    np.testing.assert_array_equal(out["label"], [1.0, 2.0, 3.0])

@@ -200,6 +200,21 @@ def check_operators(operators: Any, owner: str) -> list[OperatorModule]:
     return ops
 
 
+def check_per_record_choices(ops: Sequence[OperatorModule], owner: str) -> None:
+    """Refuse batch-level operators (``per_record`` False, e.g. mixup) in a choice made per
+    record: there each would run on a batch of one record and, for mixup, change nothing."""
+    for i, op in enumerate(ops):
+        if not op.per_record:
+            raise ConfigError(
+                f"{owner}: operator {i} ({op.name}) works on the whole batch (its per_record "
+                "is False: e.g. BatchMixOperator pairs records of the batch), but the choice "
+                "here is made record by record, so it would see batches of one record (a "
+                "mixup would mix each record with itself). Give it a stage of its own (or a "
+                "'sequential' composite); an operator of your own that maps each record "
+                "independently sets per_record = True on its class."
+            )
+
+
 def float_weights(weights: Any, what: str, hint: str = "") -> tuple[float, ...]:
     """``weights`` as a tuple of floats; else ConfigError naming ``what``."""
     try:

@@ -7,12 +7,14 @@ inside the vmapped, compiled step: no Python branching per record.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length
@@ -24,6 +26,7 @@ from datarax.operators._records import (
     apply_where,
     check_keys,
     check_operators,
+    check_per_record_choices,
     check_draw_settings,
     check_weights,
     child_key,
@@ -46,10 +49,11 @@ class ProbabilisticOperatorConfig(StructuralConfig):
         super().__post_init__()
         check_draw_settings(self)
         p = self.probability
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
             raise ConfigError(
                 f"ProbabilisticOperator probability must be a number in [0, 1], got {p!r}."
             )
+        object.__setattr__(self, "probability", float(p))
 
 
 class ProbabilisticOperator(OperatorModule):
@@ -90,7 +94,10 @@ class ProbabilisticOperator(OperatorModule):
         if probability is not None:
             settings["probability"] = probability
         config = self.build_config(config, settings)
-        stochastic = op.stochastic or 0.0 < float(config.probability) < 1.0
+        per_record_choice = 0.0 < float(config.probability) < 1.0
+        if per_record_choice:
+            check_per_record_choices([op], "ProbabilisticOperator")
+        stochastic = op.stochastic or per_record_choice
         super().__init__(config.replace(stochastic=stochastic), rngs=rngs,
                          name=name or default_name("Probabilistic", [op]))
         self.operator = op
@@ -109,7 +116,7 @@ class ProbabilisticOperator(OperatorModule):
         if p == 1.0:
             sub = child_keys(keys, 1)
             return self.operator.apply_batch(data, sub if self.operator.stochastic else None)
-        check_keys(self, keys, batch_length(data))
+        check_keys(self, keys, batch_length(data), required=True)
         return jax.vmap(self._record)(data, keys)
 
 
@@ -165,6 +172,7 @@ class SelectorOperator(OperatorModule):
         **settings: Any,
     ) -> None:
         ops = check_operators(operators, "SelectorOperator")
+        check_per_record_choices(ops, "SelectorOperator")
         if weights is not None:
             settings["weights"] = check_weights(weights, len(ops), "SelectorOperator")
         config = self.build_config(config, settings)
@@ -182,5 +190,5 @@ class SelectorOperator(OperatorModule):
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Apply one operator, drawn per record, to each record."""
-        check_keys(self, keys, batch_length(data))
+        check_keys(self, keys, batch_length(data), required=True)
         return jax.vmap(self._record)(data, keys)

@@ -10,7 +10,8 @@ Strategies:
   ``sum`` (as ``jnp.sum``: uint8 adds as uint32, no wrap), ``mean`` (as ``jnp.mean``:
   integer fields give float32) or ``dict`` (field ``name`` of operator ``i`` becomes
   ``name_i``).
-* ``weighted_parallel`` — every operator on the same input, outputs summed by ``weights``.
+* ``weighted_parallel`` — every operator on the same input, each field summed by ``weights``
+  (not normalised; integer fields give plain float32).
 * ``branching`` — ``router(record) -> int`` picks one operator per record (``lax.switch``).
 
 Child ``i`` of a stochastic composite gets ``fold_in(record_key, i)``.
@@ -35,6 +36,7 @@ from datarax.operators._records import (
     TRACER_ERRORS,
     apply_where,
     check_operators,
+    check_per_record_choices,
     check_draw_settings,
     check_weights,
     child_key,
@@ -139,10 +141,16 @@ class CompositeOperatorModule(OperatorModule):
         config = self.build_config(config, settings)
         ops = check_operators(operators, owner)
         strategy = config.strategy
+        if strategy in ("conditional_sequential", "branching"):
+            check_per_record_choices(ops, f"{owner} (strategy {strategy!r})")
         if strategy == "weighted_parallel":
             if config.weights is None:
                 raise ConfigError(f"{owner}: strategy 'weighted_parallel' needs weights.")
             check_weights(config.weights, len(ops), owner)
+        elif config.weights is not None:
+            raise ConfigError(f"{owner}: weights apply only to 'weighted_parallel'; got strategy "
+                              f"{strategy!r}. For one operator drawn per record by weight, use "
+                              "SelectorOperator(operators, weights=...).")
         if strategy == "conditional_sequential":
             if conditions is None or len(conditions) != len(ops):
                 got = "no" if conditions is None else len(conditions)
@@ -208,15 +216,29 @@ class CompositeOperatorModule(OperatorModule):
 
     def _weighted(self, outputs: list[Batch]) -> Batch:
         weights = self.config.weights or ()
-        return {
-            name: sum(w * out[name] for w, out in zip(weights, outputs))
-            for name in outputs[0]
-        }
+        result: Batch = {}
+        for name in outputs[0]:
+            total = sum(w * out[name] for w, out in zip(weights, outputs))
+            # a Python weight times an integer field is a weakly typed float32: make it a
+            # plain float32 (a weak one would take the dtype of whatever it meets next)
+            result[name] = jnp.asarray(total, jnp.result_type(total))
+        return result
 
     # -- per-record strategies ---------------------------------------------------------
+    def _one_value(self, value: Any, what: str, dtype: str) -> Any:
+        """``value`` as one ``dtype`` scalar per record, or a ConfigError naming ``what``."""
+        if jnp.shape(value) != ():
+            raise ConfigError(
+                f"CompositeOperatorModule '{self.name}': {what} must give one value per record "
+                f"(a scalar), got shape {tuple(jnp.shape(value))}. It gets one record's fields "
+                "(no batch axis): reduce it, e.g. jnp.any(...) or r['kind'][0]."
+            )
+        return jnp.asarray(value, dtype)
+
     def _conditional(self, record: Batch, key: Any) -> Batch:
         for i, (op, condition) in enumerate(zip(self.operators, self.conditions or ())):
-            record = apply_where(jnp.asarray(condition(record), bool), op, record,
+            pred = self._one_value(condition(record), f"condition {i}", "bool")
+            record = apply_where(pred, op, record,
                                  child_key(key, i), f"operator {i} ({op.name})",
                                  f"CompositeOperatorModule '{self.name}'")
         return record
@@ -224,7 +246,7 @@ class CompositeOperatorModule(OperatorModule):
     def _branch(self, record: Batch, key: Any) -> Batch:
         branches = switch_branches(self.operators, record, key,
                                    f"CompositeOperatorModule '{self.name}'")
-        index = jnp.asarray(self.router(record), jnp.int32)
+        index = self._one_value(self.router(record), "the router", "int32")
         return jax.lax.switch(index, branches, record, key)
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
