@@ -510,32 +510,6 @@ simple("composite-config-weights-not-numbers", OPERATORS,
        "['a', 'b'].",
        lambda: __import__("datarax.operators", fromlist=["x"]).CompositeOperatorConfig(
            strategy="weighted_parallel", weights=["a", "b"]))
-simple("composite-condition-not-one-value", OPERATORS,
-       "a conditional_sequential condition giving a vector per record", ConfigError,
-       "CompositeOperatorModule 'both': condition 0 must give one value per record (a "
-       "scalar), got shape (2,).",
-       lambda: first_batch(pipe(stages=[_composite(
-           strategy="conditional_sequential", conditions=[_two_values, _two_values])])))
-simple("composite-weights-not-weighted", OPERATORS,
-       "weights= on a 'sequential' CompositeOperatorModule (they would be ignored)", ConfigError,
-       "CompositeOperatorModule: weights apply only to 'weighted_parallel'; got strategy "
-       "'sequential'. For one operator drawn per record by weight, use "
-       "SelectorOperator(operators, weights=...).",
-       lambda: _composite(strategy="sequential", weights=[1.0, 2.0]))
-simple("selector-batch-level-operator", OPERATORS,
-       "SelectorOperator([mixup, cutmix]): batch-level operators picked per record", ConfigError,
-       "SelectorOperator: operator 0 (BatchMixOperator) works on the whole batch (its "
-       "per_record is False",
-       lambda: __import__("datarax.operators", fromlist=["x"]).SelectorOperator([
-           __import__("datarax.operators", fromlist=["x"]).BatchMixOperator(mode=m)
-           for m in ("mixup", "cutmix")]))
-simple("probabilistic-apply-batch-without-keys", OPERATORS,
-       "ProbabilisticOperator(op, 0.5).apply_batch(batch, None)", DataraxError,
-       "ProbabilisticOperator 'Probabilistic[_add_one]' is stochastic but got no keys; run it "
-       "in a Pipeline or pass one key per record.",
-       lambda: __import__("datarax.operators", fromlist=["x"]).ProbabilisticOperator(
-           __import__("datarax.operators", fromlist=["x"]).MapOperator(fn=_add_one), 0.5
-       ).apply_batch({"x": np.zeros(2, np.float32)}, None))
 simple("map-config-stream-name", OPERATORS, "MapOperatorConfig(stream_name='my stream')",
        ConfigError, "MapOperatorConfig.stream_name must be None or an identifier string (the "
        "nnx.Rngs stream to draw from, e.g. 'augment'), got 'my stream'.",
@@ -3301,6 +3275,34 @@ simple("hf-config-data-files-dict", CUSTOM, "data_files={'train': 'a.parquet'}",
        "['train']): pass that split's files with its name, e.g. data_files=files['train'], "
        "split='train'.",
        lambda: _hf("HFEagerConfig", data_files={"train": "a.parquet"}), needs=HF)
+
+# ------------------------------------ operators picked per record (probes22)
+simple("composite-condition-not-one-value", OPERATORS,
+       "a conditional_sequential condition giving a vector per record", ConfigError,
+       "CompositeOperatorModule 'both': condition 0 must give one value per record (a "
+       "scalar), got shape (2,).",
+       lambda: first_batch(pipe(stages=[_composite(
+           strategy="conditional_sequential", conditions=[_two_values, _two_values])])))
+simple("composite-weights-not-weighted", OPERATORS,
+       "weights= on a 'sequential' CompositeOperatorModule (they would be ignored)", ConfigError,
+       "CompositeOperatorModule: weights apply only to 'weighted_parallel'; got strategy "
+       "'sequential'. For one operator drawn per record by weight, use "
+       "SelectorOperator(operators, weights=...).",
+       lambda: _composite(strategy="sequential", weights=[1.0, 2.0]))
+simple("selector-batch-level-operator", OPERATORS,
+       "SelectorOperator([mixup, cutmix]): batch-level operators picked per record", ConfigError,
+       "SelectorOperator: operator 0 (BatchMixOperator) works on the whole batch (its "
+       "per_record is False",
+       lambda: __import__("datarax.operators", fromlist=["x"]).SelectorOperator([
+           __import__("datarax.operators", fromlist=["x"]).BatchMixOperator(mode=m)
+           for m in ("mixup", "cutmix")]))
+simple("probabilistic-apply-batch-without-keys", OPERATORS,
+       "ProbabilisticOperator(op, 0.5).apply_batch(batch, None)", DataraxError,
+       "ProbabilisticOperator 'Probabilistic[_add_one]' is stochastic but got no keys; run it "
+       "in a Pipeline or pass one key per record.",
+       lambda: __import__("datarax.operators", fromlist=["x"]).ProbabilisticOperator(
+           __import__("datarax.operators", fromlist=["x"]).MapOperator(fn=_add_one), 0.5
+       ).apply_batch({"x": np.zeros(2, np.float32)}, None))
 
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
