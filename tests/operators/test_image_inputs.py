@@ -64,3 +64,26 @@ def test_settings_of_the_wrong_type_name_the_operator(make, message):
 
 def test_resize_antialias_false_is_kept():
     assert dict(I.Resize(4, antialias=False).config.params)["antialias"] is False
+
+
+def test_an_image_and_its_mask_draw_alike_from_fresh_rngs_of_one_seed():
+    from flax import nnx
+
+    images = np.random.default_rng(0).integers(0, 256, (16, 9, 9, 1), dtype=np.uint8)
+
+    def served(image_op, mask_op):
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=2),
+                              {"image": images, "mask": images.copy()})
+        pipe = Pipeline(source=source, stages=[image_op, mask_op], batch_size=16,
+                        rngs=nnx.Rngs(0))
+        batch = next(iter(pipe))
+        return np.asarray(batch["image"]), np.asarray(batch["mask"])
+
+    image, mask = served(I.HorizontalFlip(field="image", rngs=nnx.Rngs(7)),
+                         I.HorizontalFlip(field="mask", rngs=nnx.Rngs(7)))
+    np.testing.assert_array_equal(image, mask)
+    image, mask = served(I.RandomResizedCrop(5, field="image", rngs=nnx.Rngs(7)),
+                         I.RandomResizedCrop(5, field="mask", rngs=nnx.Rngs(7)))
+    np.testing.assert_array_equal(image, mask)
+    image, mask = served(I.HorizontalFlip(field="image"), I.HorizontalFlip(field="mask"))
+    assert not np.array_equal(image, mask)  # keyed by position: each its own draws
