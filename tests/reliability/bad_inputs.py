@@ -464,6 +464,10 @@ def _route_if(record: Any) -> Any:
     return 0 if record["x"] > 2 else 1  # Python control flow on a traced field
 
 
+def _x_only(batch: Any) -> Any:
+    return batch["x"]  # one array, not the batch dict
+
+
 def _two_values(record: Any) -> Any:
     return jax.numpy.stack([record["x"] > 0, record["x"] > 1])  # a vector, not one bool
 
@@ -3304,6 +3308,14 @@ simple("probabilistic-apply-batch-without-keys", OPERATORS,
            __import__("datarax.operators", fromlist=["x"]).MapOperator(fn=_add_one), 0.5
        ).apply_batch({"x": np.zeros(2, np.float32)}, None))
 
+simple("stages-none", OPERATORS, "Pipeline(stages=None)", SourceContractError,
+       "Pipeline stages must be a list of operators, got NoneType; give stages=[] for none.",
+       lambda: pipe(stages=None))
+simple("stage-callable-returns-array", OPERATORS,
+       "a plain callable stage returning one array, not the batch dict", TypeError,
+       "Pipeline stage 0 (_x_only) returned DynamicJaxprTracer; stages must return a dict of "
+       "fields: a plain callable gets the whole batch and returns it",
+       lambda: first_batch(pipe(stages=[_x_only])))
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [

@@ -74,9 +74,11 @@ def apply_stages(
         else:
             batch = call_stage(stage, lambda: stage(batch), where)
         if not isinstance(batch, dict):
+            name = getattr(stage, "name", None) or getattr(stage, "__name__", type(stage).__name__)
             raise TypeError(
-                f"stage {stage!r} returned {type(batch).__name__}; stages must return a "
-                "dict of fields."
+                f"Pipeline stage {index} ({name}) returned {type(batch).__name__}; stages must "
+                "return a dict of fields: a plain callable gets the whole batch and returns "
+                "it, e.g. lambda batch: {**batch, 'y': batch['x'] * 2}."
             )
         _check_records(stage, index, records, batch)
     return batch

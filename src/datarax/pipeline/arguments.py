@@ -137,7 +137,9 @@ def _check_stages(stages: Any) -> None:
     if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence):
         raise SourceContractError(
             f"Pipeline stages must be a list of operators, got {type(stages).__name__}; "
-            "wrap a single stage in a list: stages=[op]."
+            + ("give stages=[] for none." if stages is None else
+               "wrap a single stage in a list: stages=[op]." if isinstance(stages, OperatorModule)
+               or callable(stages) else "give them as a list: stages=list(...).")
         )
     for i, stage in enumerate(stages):
         if isinstance(stage, type) and issubclass(stage, (OperatorModule, DataSourceModule)):
