@@ -218,3 +218,20 @@ def test_num_classes_takes_a_numpy_int_as_the_same_int():
     assert type(op.config.num_classes) is int
     expected = BatchMixOperator(mode="mixup", alpha=1.0, num_classes=N).apply_batch(data, keys())
     np.testing.assert_array_equal(op.apply_batch(data, keys())["label"], expected["label"])
+
+
+def test_soft_labels_of_another_width_than_num_classes_are_refused():
+    soft = dict(batch(), label=np.eye(N, dtype=np.float32))
+    with pytest.raises(DataraxError, match=r"soft labels in 'label' have 8 classes but "
+                                           r"num_classes=10; make them agree"):
+        BatchMixOperator(num_classes=10).apply_batch(soft, keys())
+    out = BatchMixOperator(num_classes=N).apply_batch(soft, keys())["label"]
+    assert out.shape == (N, N)
+    np.testing.assert_allclose(np.asarray(out).sum(1), 1.0, rtol=1e-6)
+
+
+def test_class_ids_stored_as_floats_say_how_to_cast_them():
+    floats = dict(batch(), label=np.arange(N, dtype=np.float32))
+    with pytest.raises(DataraxError, match=r"got shape \(8,\)\. Class ids stored as floats: "
+                                           r"cast them with MapOperator"):
+        BatchMixOperator(num_classes=N).apply_batch(floats, keys())

@@ -181,7 +181,16 @@ class BatchMixOperator(OperatorModule):
         if labels.ndim != 2:
             raise DataraxError(
                 f"BatchMixOperator '{self.name}': float labels in '{cfg.label_field}' must be "
-                f"(batch, classes) soft labels, got shape {tuple(labels.shape)}."
+                f"(batch, classes) soft labels, got shape {tuple(labels.shape)}. Class ids "
+                "stored as floats: cast them with MapOperator(subtree="
+                f"'{cfg.label_field}', fn=lambda a: a.astype(jnp.int32)) first and pass "
+                "num_classes=..."
+            )
+        if cfg.num_classes is not None and labels.shape[1] != cfg.num_classes:
+            raise DataraxError(
+                f"BatchMixOperator '{self.name}': soft labels in '{cfg.label_field}' have "
+                f"{labels.shape[1]} classes but num_classes={cfg.num_classes}; make them agree "
+                "(num_classes only one-hots integer labels: it may be left out here)."
             )
         return labels.astype(jnp.float32)
 
