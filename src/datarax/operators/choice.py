@@ -53,7 +53,8 @@ class ProbabilisticOperatorConfig(StructuralConfig):
             raise ConfigError(
                 f"ProbabilisticOperator probability must be a number in [0, 1], got {p!r}."
             )
-        object.__setattr__(self, "probability", float(p))
+        if not isinstance(p, (int, float)):  # a NumPy number kept as a Python float
+            object.__setattr__(self, "probability", float(p))
 
 
 class ProbabilisticOperator(OperatorModule):
