@@ -763,6 +763,23 @@ simple("state-nnx-other-shard", "Pipeline state", "an nnx.state of shard 0 of 2 
        "position restored into it (nnx.update, or an Orbax restore of nnx.state) was saved "
        "from a source built with other settings: shard='0 of 1' differs (this source's "
        "values).", _nnx_into_other_process_count, field="shard")
+
+
+def _source_state_into_other_process_count() -> None:
+    saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=2)
+    next(iter(saved))
+    fresh = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
+    fresh.source.set_state(saved.source.get_state())
+
+
+simple("source-state-other-shard", "Pipeline state", "a source's own state (source.get_state()"
+       ") of shard 0 of 2 restored with source.set_state on one process", StateError,
+       "MemorySource state was saved with shard='0 of 2' but this source has shard='0 of 1'; "
+       "restore it into an identically built source. Its position counts that share's "
+       "records: here it would serve some records twice and others never. To continue on "
+       "another process count, restore the pipeline's state (pipeline.set_state, or "
+       "datarax.checkpoint.restore of the pipeline): it re-splits the rest of the epoch.",
+       _source_state_into_other_process_count, field="shard")
 simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
        StateError, "Pipeline state was saved with source='MemorySource' but this pipeline has "
        "source='CountingStream'",
