@@ -1032,6 +1032,16 @@ simple("global-batch-unknown-axis", "Sharding and checkpoints", "global_batch(ax
 simple("global-batch-scalar-field", "Sharding and checkpoints", "a scalar field", ConfigError,
        "global_batch: field 'x' is a scalar; it needs a batch axis.",
        lambda: _global_batch(None, {"x": np.float32(1)}))
+simple("global-batch-int64-past-int32", "Sharding and checkpoints", "an int64 field holding "
+       "2**40 (x64 off)", RecordError, "global_batch: field 'x' is int64 and record 1 holds "
+       "1099511627776, outside the int32 range, so it cannot be cast to int32 without loss "
+       "while jax_enable_x64 is off.",
+       lambda: _global_batch(None, {"x": np.asarray([0, 2**40], np.int64)}))
+simple("global-batch-float64", "Sharding and checkpoints", "a float64 field (x64 off)",
+       ConfigError, "global_batch: field 'x' is float64 but jax_enable_x64 is off, and "
+       "datarax never narrows silently. Cast it yourself (value.astype(np.float32)), or "
+       "enable x64 with jax.config.update('jax_enable_x64', True).",
+       lambda: _global_batch(None, {"x": np.zeros(4)}))
 simple("checkpoint-data-not-dict", "Sharding and checkpoints",
        "a checkpoint whose data item is not a state dict", StateError,
        "the checkpoint's 'data' item holds list, not the state dict get_state() returned",
