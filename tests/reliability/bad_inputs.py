@@ -720,7 +720,10 @@ simple("state-not-a-dict", "Pipeline state", "set_state('abc')", StateError,
        lambda: pipe().set_state("abc"))
 simple("state-other-batch-size", "Pipeline state", "a state from a pipeline with batch_size=3",
        StateError, "Pipeline state was saved with batch_size=3 but this pipeline has "
-       "batch_size=2; restore it into an identically configured pipeline.",
+       "batch_size=2 (each process's; to keep the global batch on another process count, "
+       "build it with the saved batch_size and join or cut its batches with "
+       "datarax.pipeline.Rebatch(pipeline, group=k or split=k)); restore it into an "
+       "identically configured pipeline.",
        lambda: pipe().set_state(state_of()), field="batch_size")
 simple("state-other-seed", "Pipeline state", "a state from a source with another seed",
        StateError, "Pipeline state was saved with source.seed=7 but this pipeline has source.seed=8",
