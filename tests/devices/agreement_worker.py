@@ -1,6 +1,7 @@
 """One of two JAX processes (1 CPU device each) for test_processes_agree.py: builds
 ``Pipeline(sharding=...)`` over the 2-device mesh with a setting that differs on
-process 1 (or none), and writes what each build did.
+process 1 (or none), and writes what each build did (and, built alike, what its
+``scan`` does).
 
 Usage: python agreement_worker.py PORT PROCESS_ID OUT_JSON
 """
@@ -56,6 +57,11 @@ def main() -> None:
             continue
         out[case] = [np.asarray(process_allgather(b["x"], tiled=True)).tolist()
                      for b in pipeline]
+        try:  # the fused scan does not assemble global batches over processes
+            pipeline.scan(lambda batch: batch["x"].sum(), length=1)
+            out[f"{case} scan"] = "ran"
+        except Exception as err:  # noqa: BLE001 - the test reads what was raised
+            out[f"{case} scan"] = f"{type(err).__name__}: {err}"
     Path(out_path).write_text(json.dumps(out))
     jax.distributed.shutdown()
 

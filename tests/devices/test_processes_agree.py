@@ -1,6 +1,7 @@
 """``Pipeline(sharding=...)`` under two real JAX processes built with a setting that
 differs between them: refused on both when built, naming the setting (it used to
-hang in the first collective, or join shares of two different orders)."""
+hang in the first collective, or join shares of two different orders); built alike,
+``scan`` is refused (one process only)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ def test_a_pipeline_built_otherwise_on_another_process_is_refused_on_every_proce
     assert results[0]["same"] == results[1]["same"]
     assert [len(batch) for batch in results[0]["same"]] == [4, 4, 4]
     assert sorted(sum(results[0]["same"], [])) == list(range(12))
+    for result in results:  # the fused scan runs in one process only
+        assert result["same scan"] == ("ConfigError: Pipeline.scan with sharding= runs in one "
+                                       "process only; under several processes iterate the "
+                                       "pipeline (each process contributes its share).")
     wanted = {
         "batch_size": "batch_size is 2 on process 0 but 4 on process 1",
         "seed": "source.seed is 5 on process 0 but 6 on process 1",
