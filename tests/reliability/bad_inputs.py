@@ -752,7 +752,10 @@ simple("state-not-a-dict", "Pipeline state", "set_state('abc')", StateError,
        lambda: pipe().set_state("abc"))
 simple("state-other-batch-size", "Pipeline state", "a state from a pipeline with batch_size=3",
        StateError, "Pipeline state was saved with batch_size=3 but this pipeline has "
-       "batch_size=2; restore it into an identically configured pipeline.",
+       "batch_size=2 (each process's; to keep the global batch on another process count, "
+       "build it with the saved batch_size and join or cut its batches with "
+       "datarax.pipeline.Rebatch(pipeline, group=k or split=k)); restore it into an "
+       "identically configured pipeline.",
        lambda: pipe().set_state(state_of()), field="batch_size")
 simple("state-other-seed", "Pipeline state", "a state from a source with another seed",
        StateError, "Pipeline state was saved with source.seed=7 but this pipeline has source.seed=8",
@@ -795,6 +798,23 @@ simple("state-nnx-other-shard", "Pipeline state", "an nnx.state of shard 0 of 2 
        "position restored into it (nnx.update, or an Orbax restore of nnx.state) was saved "
        "from a source built with other settings: shard='0 of 1' differs (this source's "
        "values).", _nnx_into_other_process_count, field="shard")
+
+
+def _source_state_into_other_process_count() -> None:
+    saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=2)
+    next(iter(saved))
+    fresh = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
+    fresh.source.set_state(saved.source.get_state())
+
+
+simple("source-state-other-shard", "Pipeline state", "a source's own state (source.get_state()"
+       ") of shard 0 of 2 restored with source.set_state on one process", StateError,
+       "MemorySource state was saved with shard='0 of 2' but this source has shard='0 of 1'; "
+       "restore it into an identically built source. Its position counts that share's "
+       "records: here it would serve some records twice and others never. To continue on "
+       "another process count, restore the pipeline's state (pipeline.set_state, or "
+       "datarax.checkpoint.restore of the pipeline): it re-splits the rest of the epoch.",
+       _source_state_into_other_process_count, field="shard")
 simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
        StateError, "Pipeline state was saved with source='MemorySource' but this pipeline has "
        "source='CountingStream'",
@@ -1047,6 +1067,16 @@ simple("global-batch-unknown-axis", "Sharding and checkpoints", "global_batch(ax
 simple("global-batch-scalar-field", "Sharding and checkpoints", "a scalar field", ConfigError,
        "global_batch: field 'x' is a scalar; it needs a batch axis.",
        lambda: _global_batch(None, {"x": np.float32(1)}))
+simple("global-batch-int64-past-int32", "Sharding and checkpoints", "an int64 field holding "
+       "2**40 (x64 off)", RecordError, "global_batch: field 'x' is int64 and record 1 holds "
+       "1099511627776, outside the int32 range, so it cannot be cast to int32 without loss "
+       "while jax_enable_x64 is off.",
+       lambda: _global_batch(None, {"x": np.asarray([0, 2**40], np.int64)}))
+simple("global-batch-float64", "Sharding and checkpoints", "a float64 field (x64 off)",
+       ConfigError, "global_batch: field 'x' is float64 but jax_enable_x64 is off, and "
+       "datarax never narrows silently. Cast it yourself (value.astype(np.float32)), or "
+       "enable x64 with jax.config.update('jax_enable_x64', True).",
+       lambda: _global_batch(None, {"x": np.zeros(4)}))
 simple("checkpoint-data-not-dict", "Sharding and checkpoints",
        "a checkpoint whose data item is not a state dict", StateError,
        "the checkpoint's 'data' item holds list, not the state dict get_state() returned",

@@ -301,7 +301,7 @@ class SkipCounts:
         records than it passed."""
         epoch, index = self.datarax_position.check_state(  # type: ignore[attr-defined]
             state, length=length, where=where,
-            settings=self.order_settings(),  # type: ignore[attr-defined]
+            settings=self._saved_settings(restoring=True),  # type: ignore[attr-defined]
         )
         skipped = saved_count(state, "skipped", where, default=0, at_most=index,
                               meaning=f"records skipped as bad before position {index}")
