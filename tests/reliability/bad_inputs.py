@@ -2491,6 +2491,17 @@ simple("text-documents-function-two-arguments", TEXT,
        "called as fn(epoch) or fn(). Bind the others first (functools.partial) or give them "
        "defaults.",
        lambda: __import__("datarax.text", fromlist=["x"]).FunctionDocuments(_shard_documents))
+simple("text-documents-a-source", TEXT, "a datarax source given as documents",
+       ConfigError, "documents is a datarax source (MemorySource), not a reader of documents: "
+       "read the text field of a source read forward (a Hugging Face stream, ArrayRecord, a "
+       "MixSource, a ShuffleBufferSource ...) with HFStreamDocuments(source, field='text'); "
+       "pass texts held in memory as a function, `lambda epoch: texts`.",
+       lambda: _packed(MemorySource(MemorySourceConfig(), {"text": ["a b", "c"]})))
+simple("text-documents-records", TEXT, "a documents function yielding records (dicts)",
+       RecordError, "PackedTextSource: document 0 of pass 0 is a dict (keys ['id', 'text']), "
+       "not str or bytes: the reader must yield each document's text, e.g. (record['text'] "
+       "for record in records).",
+       lambda: _read_text(_packed(lambda epoch: [{"text": "a b", "id": 0}])))
 
 
 GRAPHS = "Graphs (DagOperator, SelectFields, Merge, Pipeline.from_dag)"

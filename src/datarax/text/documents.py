@@ -116,8 +116,16 @@ def _takes_argument(fn: Callable[..., Any]) -> bool:
     return bool(positional)
 
 
+_FORWARD_HINT = (
+    "read the text field of a source read forward (a Hugging Face stream, ArrayRecord, a "
+    "MixSource, a ShuffleBufferSource ...) with HFStreamDocuments(source, field='text'); "
+    "pass texts held in memory as a function, `lambda epoch: texts`."
+)
+
+
 class HFStreamDocuments:
-    """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`.
+    """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`,
+    or of any source read forward (ArrayRecord, ``MixSource``, ``ShuffleBufferSource`` ...).
 
     ``seek(epoch, 0)`` opens a pass and ``get_batch_with_indices`` reads it; resuming at
     document ``start`` reads past the ones before it. Give the source to this reader only
@@ -130,6 +138,11 @@ class HFStreamDocuments:
     """
 
     def __init__(self, source: Any, field: str = "text", chunk: int = 1024) -> None:
+        if not all(hasattr(source, m) for m in ("seek", "get_batch_with_indices")):
+            raise ConfigError(
+                f"HFStreamDocuments reads a source forward (seek, get_batch_with_indices); "
+                f"{type(source).__name__} is not read that way. {_FORWARD_HINT}"
+            )
         spec = source.element_spec()
         if field not in spec:
             raise ConfigError(
@@ -222,6 +235,11 @@ def as_reader(documents: Any) -> Any:
         return documents
     if callable(documents):
         return FunctionDocuments(documents)
+    if hasattr(documents, "element_spec"):
+        raise ConfigError(
+            f"documents is a datarax source ({type(documents).__name__}), not a reader of "
+            f"documents: {_FORWARD_HINT}"
+        )
     raise ConfigError(
         f"documents must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
         f"HFStreamDocuments, MixedDocuments) or a function returning an iterable per pass, got "

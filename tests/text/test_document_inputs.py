@@ -1,0 +1,69 @@
+"""What a language-model user hands ``PackedTextSource`` as documents: a datarax source
+(read through ``HFStreamDocuments``) and records where text is expected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from text_helpers import drain, make_texts, unpack, word_ids
+
+from datarax.core.errors import ConfigError, RecordError
+from datarax.sources import MemorySource, MemorySourceConfig, ShuffleBufferSource
+from datarax.text import HFStreamDocuments, PackedTextConfig, PackedTextSource
+
+TEXTS = make_texts(30, seed=2, high=20)
+
+
+def _records() -> MemorySource:
+    return MemorySource(MemorySourceConfig(), {"text": list(TEXTS),
+                                               "n": np.arange(len(TEXTS), dtype=np.int32)})
+
+
+_HINT = ("read the text field of a source read forward (a Hugging Face stream, ArrayRecord, "
+         "a MixSource, a ShuffleBufferSource ...) with HFStreamDocuments(source, "
+         "field='text'); pass texts held in memory as a function, `lambda epoch: texts`.")
+
+
+def test_a_datarax_source_as_documents_is_refused_naming_the_reader_that_reads_it() -> None:
+    with pytest.raises(ConfigError) as err:
+        PackedTextSource(PackedTextConfig(seq_len=8), _records(), word_ids)
+    assert str(err.value) == (
+        f"documents is a datarax source (MemorySource), not a reader of documents: {_HINT}")
+    with pytest.raises(ConfigError) as err:
+        HFStreamDocuments(_records(), field="text")  # indexed: not read forward
+    assert str(err.value) == (
+        "HFStreamDocuments reads a source forward (seek, get_batch_with_indices); "
+        f"MemorySource is not read that way. {_HINT}")
+
+
+def test_the_text_field_of_any_source_packs_every_document_once_and_resumes() -> None:
+    def build(shuffled: bool) -> PackedTextSource:  # a buffer of 1: the source's order
+        records = ShuffleBufferSource(_records(), buffer_size=7 if shuffled else 1, seed=1)
+        config = PackedTextConfig(seq_len=12, open_rows=2, tokenize_block=4,
+                                  with_document_index=True)
+        return PackedTextSource(config, HFStreamDocuments(records, field="text"), word_ids)
+
+    assert unpack(drain(build(False), 3)) == {i: word_ids(t) for i, t in enumerate(TEXTS)}
+    reference = drain(build(True), 3)
+    served = sorted(unpack(reference).values())
+    assert served == sorted(word_ids(t) for t in TEXTS)  # a shuffled order, each once
+    source = build(True)
+    for _ in range(4):
+        source.get_batch(3)
+    resumed = build(True)
+    resumed.set_state(source.get_state())
+    assert [b["tokens"].tolist() for b in drain(resumed, 3)] == [
+        b["tokens"].tolist() for b in reference[4:]]
+
+
+def test_a_function_yielding_records_is_told_to_yield_their_text() -> None:
+    records = [{"text": "1 2", "id": 0}, {"text": "3", "id": 1}]
+    source = PackedTextSource(PackedTextConfig(seq_len=4), lambda epoch: records, word_ids)
+    with pytest.raises(RecordError) as err:
+        source.get_batch(1)
+    assert str(err.value) == (
+        "PackedTextSource: document 0 of pass 0 is a dict (keys ['id', 'text']), not str or "
+        "bytes: the reader must yield each document's text, e.g. (record['text'] for record "
+        "in records). Fix or remove that document, or pass on_error='skip' to skip and count "
+        "bad documents."
+    )
