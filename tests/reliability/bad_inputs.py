@@ -2497,6 +2497,13 @@ simple("text-documents-a-source", TEXT, "a datarax source given as documents",
        "MixSource, a ShuffleBufferSource ...) with HFStreamDocuments(source, field='text'); "
        "pass texts held in memory as a function, `lambda epoch: texts`.",
        lambda: _packed(MemorySource(MemorySourceConfig(), {"text": ["a b", "c"]})))
+simple("text-stream-field-not-text", TEXT, "HFStreamDocuments over a numeric field",
+       ConfigError, "HFStreamDocuments: the field 'n' holds int32(), not one text per record "
+       "(fields: {'n': 'int32()', 'text': 'text()'}); pass field= naming the text field.",
+       lambda: __import__("datarax.text", fromlist=["x"]).HFStreamDocuments(
+           __import__("datarax.sources", fromlist=["x"]).ShuffleBufferSource(MemorySource(
+               MemorySourceConfig(), {"text": ["a", "b"], "n": np.arange(2, dtype=np.int32)}),
+               buffer_size=1), field="n"))
 simple("text-documents-records", TEXT, "a documents function yielding records (dicts)",
        RecordError, "PackedTextSource: document 0 of pass 0 is a dict (keys ['id', 'text']), "
        "not str or bytes: the reader must yield each document's text, e.g. (record['text'] "

@@ -67,3 +67,16 @@ def test_a_function_yielding_records_is_told_to_yield_their_text() -> None:
         "in records). Fix or remove that document, or pass on_error='skip' to skip and count "
         "bad documents."
     )
+
+
+def test_a_field_that_is_not_one_text_per_record_is_refused_at_construction() -> None:
+    numbers = ShuffleBufferSource(_records(), buffer_size=1)
+    with pytest.raises(ConfigError) as err:
+        HFStreamDocuments(numbers, field="n")
+    assert str(err.value) == (
+        "HFStreamDocuments: the field 'n' holds int32(), not one text per record (fields: "
+        "{'n': 'int32()', 'text': 'text()'}); pass field= naming the text field."
+    )
+    pairs = MemorySource(MemorySourceConfig(), {"text": np.asarray([["a", "b"]] * 3)})
+    with pytest.raises(ConfigError, match=r"the field 'text' holds text\(2,\), not one text"):
+        HFStreamDocuments(ShuffleBufferSource(pairs, buffer_size=1), field="text")

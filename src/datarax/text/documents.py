@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from datarax.core.errors import ConfigError
+from datarax.host.specs import describe_field
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,14 @@ class HFStreamDocuments:
             raise ConfigError(
                 f"HFStreamDocuments: the stream has no field '{field}' (fields: "
                 f"{sorted(spec)}); pass field= naming the text field."
+            )
+        held = spec[field]
+        if hasattr(held, "dtype") or getattr(held, "shape", ()) != ():
+            raise ConfigError(
+                f"HFStreamDocuments: the field '{field}' holds {describe_field(held)}, not one "
+                f"text per record (fields: "
+                f"{ {k: describe_field(v) for k, v in sorted(spec.items())} }); pass field= "
+                "naming the text field."
             )
         self.source = source
         self.field = field
