@@ -2494,8 +2494,9 @@ simple("text-documents-function-two-arguments", TEXT,
 simple("text-documents-a-source", TEXT, "a datarax source given as documents",
        ConfigError, "documents is a datarax source (MemorySource), not a reader of documents: "
        "read the text field of a source read forward (a Hugging Face stream, ArrayRecord, a "
-       "MixSource, a ShuffleBufferSource ...) with HFStreamDocuments(source, field='text'); "
-       "pass texts held in memory as a function, `lambda epoch: texts`.",
+       "MixSource ...) with HFStreamDocuments(source, field='text'); an indexed source (in "
+       "memory, HFEagerSource) is read forward wrapped as ShuffleBufferSource(source, "
+       "buffer_size=1) (its own order); texts in a list: pass `lambda epoch: texts`.",
        lambda: _packed(MemorySource(MemorySourceConfig(), {"text": ["a b", "c"]})))
 simple("text-stream-field-not-text", TEXT, "HFStreamDocuments over a numeric field",
        ConfigError, "HFStreamDocuments: the field 'n' holds int32(), not one text per record "

@@ -20,8 +20,9 @@ def _records() -> MemorySource:
 
 
 _HINT = ("read the text field of a source read forward (a Hugging Face stream, ArrayRecord, "
-         "a MixSource, a ShuffleBufferSource ...) with HFStreamDocuments(source, "
-         "field='text'); pass texts held in memory as a function, `lambda epoch: texts`.")
+         "a MixSource ...) with HFStreamDocuments(source, field='text'); an indexed source (in "
+         "memory, HFEagerSource) is read forward wrapped as ShuffleBufferSource(source, "
+         "buffer_size=1) (its own order); texts in a list: pass `lambda epoch: texts`.")
 
 
 def test_a_datarax_source_as_documents_is_refused_naming_the_reader_that_reads_it() -> None:
@@ -32,8 +33,8 @@ def test_a_datarax_source_as_documents_is_refused_naming_the_reader_that_reads_i
     with pytest.raises(ConfigError) as err:
         HFStreamDocuments(_records(), field="text")  # indexed: not read forward
     assert str(err.value) == (
-        "HFStreamDocuments reads a source forward (seek, get_batch_with_indices); "
-        f"MemorySource is not read that way. {_HINT}")
+        "HFStreamDocuments reads a source forward (seek, get_batch_with_indices), which "
+        f"MemorySource does not: {_HINT}")
 
 
 def test_the_text_field_of_any_source_packs_every_document_once_and_resumes() -> None:

@@ -119,8 +119,9 @@ def _takes_argument(fn: Callable[..., Any]) -> bool:
 
 _FORWARD_HINT = (
     "read the text field of a source read forward (a Hugging Face stream, ArrayRecord, a "
-    "MixSource, a ShuffleBufferSource ...) with HFStreamDocuments(source, field='text'); "
-    "pass texts held in memory as a function, `lambda epoch: texts`."
+    "MixSource ...) with HFStreamDocuments(source, field='text'); an indexed source (in "
+    "memory, HFEagerSource) is read forward wrapped as ShuffleBufferSource(source, "
+    "buffer_size=1) (its own order); texts in a list: pass `lambda epoch: texts`."
 )
 
 
@@ -141,8 +142,8 @@ class HFStreamDocuments:
     def __init__(self, source: Any, field: str = "text", chunk: int = 1024) -> None:
         if not all(hasattr(source, m) for m in ("seek", "get_batch_with_indices")):
             raise ConfigError(
-                f"HFStreamDocuments reads a source forward (seek, get_batch_with_indices); "
-                f"{type(source).__name__} is not read that way. {_FORWARD_HINT}"
+                f"HFStreamDocuments reads a source forward (seek, get_batch_with_indices), "
+                f"which {type(source).__name__} does not: {_FORWARD_HINT}"
             )
         spec = source.element_spec()
         if field not in spec:
