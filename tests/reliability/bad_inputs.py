@@ -2505,6 +2505,20 @@ simple("text-stream-field-not-text", TEXT, "HFStreamDocuments over a numeric fie
            __import__("datarax.sources", fromlist=["x"]).ShuffleBufferSource(MemorySource(
                MemorySourceConfig(), {"text": ["a", "b"], "n": np.arange(2, dtype=np.int32)}),
                buffer_size=1), field="n"))
+def _parquet_int_column(tmp: Path) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from datarax.text import ParquetDocuments
+
+    pq.write_table(pa.table({"text": ["a", "b"], "n": [1, 2]}), tmp / "c.parquet")
+    return ParquetDocuments(str(tmp / "c.parquet"), column="n")
+
+
+case("text-parquet-column-not-text", TEXT, "ParquetDocuments(column=) naming an int column",
+     ConfigError, "ParquetDocuments: {tmp}/c.parquet column 'n' holds int64, not text (its "
+     "text columns: ['text']); pass column= naming the text column.",
+     needs="pyarrow")(_parquet_int_column)
 simple("text-documents-records", TEXT, "a documents function yielding records (dicts)",
        RecordError, "PackedTextSource: document 0 of pass 0 is a dict (keys ['id', 'text']), "
        "not str or bytes: the reader must yield each document's text, e.g. (record['text'] "

@@ -81,3 +81,22 @@ def test_a_field_that_is_not_one_text_per_record_is_refused_at_construction() ->
     pairs = MemorySource(MemorySourceConfig(), {"text": np.asarray([["a", "b"]] * 3)})
     with pytest.raises(ConfigError, match=r"the field 'text' holds text\(2,\), not one text"):
         HFStreamDocuments(ShuffleBufferSource(pairs, buffer_size=1), field="text")
+
+
+def test_a_parquet_column_that_is_not_text_is_refused_naming_the_text_columns(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from datarax.text import ParquetDocuments
+
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"n": [1, 2], "body": pa.array(["a b", "c"]).dictionary_encode(),
+                             "raw": pa.array([b"d", b"e f"]), "tags": [["x"], ["y"]]}), path)
+    for column, kind in (("n", "int64"), ("tags", "list<element: string>")):
+        with pytest.raises(ConfigError) as err:
+            ParquetDocuments(str(path), column=column)
+        assert str(err.value) == (
+            f"ParquetDocuments: {path} column '{column}' holds {kind}, not text (its text "
+            "columns: ['body', 'raw']); pass column= naming the text column."
+        )
+    for column, texts in (("body", ["a b", "c"]), ("raw", [b"d", b"e f"])):  # dictionary, binary
+        assert list(ParquetDocuments(str(path), column=column).read(0, 0)) == texts
