@@ -100,3 +100,21 @@ def test_a_parquet_column_that_is_not_text_is_refused_naming_the_text_columns(tm
         )
     for column, texts in (("body", ["a b", "c"]), ("raw", [b"d", b"e f"])):  # dictionary, binary
         assert list(ParquetDocuments(str(path), column=column).read(0, 0)) == texts
+
+
+def test_a_mixture_corpus_that_is_not_a_reader_is_refused_naming_the_corpus() -> None:
+    from datarax.text import MixedDocuments
+
+    with pytest.raises(ConfigError) as err:
+        MixedDocuments({"web": lambda: ["a"], "books": ["b"]}, {"web": 1, "books": 1},
+                       documents_per_epoch=4)
+    assert str(err.value).startswith(
+        "MixedDocuments corpus 'books' must be a reader (FunctionDocuments, JsonlDocuments, "
+        "ParquetDocuments, HFStreamDocuments, MixedDocuments) or a function returning an "
+        "iterable per pass, got list.")
+    with pytest.raises(ConfigError) as err:
+        MixedDocuments({"web": lambda: ["a"], "books": _records()}, {"web": 1, "books": 1},
+                       documents_per_epoch=4)
+    assert str(err.value) == (
+        "MixedDocuments corpus 'books' is a datarax source (MemorySource), not a reader of "
+        f"documents: {_HINT}")

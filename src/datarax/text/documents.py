@@ -234,8 +234,9 @@ def close_reader(reader: Any) -> None:
         closer()
 
 
-def as_reader(documents: Any) -> Any:
-    """``documents`` as a reader: readers pass through, functions are wrapped.
+def as_reader(documents: Any, who: str = "documents") -> Any:
+    """``documents`` as a reader: readers pass through, functions are wrapped; ``who``
+    names the argument in messages.
 
     Example:
         >>> list(as_reader(lambda: ["a", "b"]).read(0, 0))
@@ -243,15 +244,15 @@ def as_reader(documents: Any) -> Any:
     """
     if all(hasattr(documents, m) for m in ("read", "describe", "num_documents")):
         return documents
-    if callable(documents):
-        return FunctionDocuments(documents)
     if hasattr(documents, "element_spec"):
         raise ConfigError(
-            f"documents is a datarax source ({type(documents).__name__}), not a reader of "
+            f"{who} is a datarax source ({type(documents).__name__}), not a reader of "
             f"documents: {_FORWARD_HINT}"
         )
+    if callable(documents):
+        return FunctionDocuments(documents)
     raise ConfigError(
-        f"documents must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
+        f"{who} must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
         f"HFStreamDocuments, MixedDocuments) or a function returning an iterable per pass, got "
         f"{type(documents).__name__}. Wrap a list as `lambda epoch: my_list`."
     )
