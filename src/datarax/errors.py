@@ -1,5 +1,6 @@
 """Error types raised by datarax, documented as :mod:`datarax.core.errors` (which names
-them); this module imports nothing, so a process that needs only them loads no JAX.
+them), and :func:`error_chain`; this module imports no other part of datarax, so a
+process that needs only them loads no JAX.
 
 Every error says what was wrong, where (file, record index, field or setting) and what
 to do about it. All derive from :class:`DataraxError`, itself a ``ValueError`` so code
@@ -7,6 +8,8 @@ that already catches ``ValueError`` keeps working.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 
 class DataraxError(ValueError):
@@ -90,3 +93,25 @@ for _error in (DataraxError, ConfigError, SpecMismatchError, StateError, StaleIt
                SourceContractError, RecordError, SourceChangedError, MissingExtraError):
     _error.__module__ = "datarax.core.errors"
 del _error
+
+
+def error_chain(err: BaseException, *, context: bool = True) -> Iterator[BaseException]:
+    """``err``, then the error it was raised from (``__cause__``; else, with ``context``,
+    the one being handled when it was raised: ``__context__``), and so on, each once.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise KeyError("a")
+        ...     except KeyError as inner:
+        ...         raise OSError("b") from inner
+        ... except OSError as outer:
+        ...     [type(e).__name__ for e in error_chain(outer)]
+        ['OSError', 'KeyError']
+    """
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or (current.__context__ if context else None)

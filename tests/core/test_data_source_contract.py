@@ -410,3 +410,15 @@ def test_indexed_spec_is_compared_with_the_reads_unless_the_source_says_it_is_re
         next(iter(Pipeline(source=Wide(), stages=[], batch_size=4)))
     batches = [np.asarray(b["v"]).tolist() for b in Pipeline(source=Trusted(), stages=[], batch_size=4)]
     assert batches == [[0, 10, 20, 30], [40, 50]]
+
+
+def test_a_source_has_no_batch_method_and_says_the_pipeline_batches():
+    source = Stream(4)
+    assert not hasattr(source, "batch")
+    with pytest.raises(AttributeError, match=r"'Stream' object has no attribute 'batch': "
+                       r"sources do not batch; batching is the Pipeline's job"):
+        source.batch(2)
+    with pytest.raises(AttributeError, match=r"^'Stream' object has no attribute 'shuffle'$"):
+        source.shuffle  # noqa: B018 - other missing names keep Python's message
+    source.batch = "a user's own attribute"  # still settable (only a missing one is named)
+    assert source.batch == "a user's own attribute"

@@ -4,7 +4,6 @@ dataset; reading images in decode processes."""
 from __future__ import annotations
 
 import io
-import os
 
 import numpy as np
 import pytest
@@ -108,3 +107,24 @@ def test_hf_load_dataset_cache_folder(tmp_path, monkeypatch) -> None:
     info, _ = convert(str(tmp_path / "cache"), tmp_path / "out")
     assert info.features["label"].class_names == ("p", "q")
     assert list(_read(tmp_path / "out")["text"]) == ["a", "b", "c"]
+
+
+def test_a_photo_s_exif_orientation_is_kept_as_stored_where_hf_turns_it_upright(tmp_path):
+    """docs/data-in.md: convert stores a Hugging Face Image column's bytes as they are (as
+    torchvision reads a file), where datasets' own decoding, and so from_hf, applies the
+    EXIF orientation (height and width swapped for orientation 6)."""
+    datasets = pytest.importorskip("datasets")
+    from datarax import Pipeline, from_hf
+
+    pixels = np.random.default_rng(0).integers(0, 256, (6, 10, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to view
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG", exif=exif)
+    hf = datasets.Dataset.from_dict({"image": [{"bytes": out.getvalue(), "path": None}]},
+                                    features=datasets.Features({"image": datasets.Image()}))
+    hf.save_to_disk(str(tmp_path / "hf"))
+    convert(str(tmp_path / "hf"), tmp_path / "out")
+    np.testing.assert_array_equal(_read(tmp_path / "out")["image"][0], pixels)
+    upright = next(iter(Pipeline(source=from_hf(str(tmp_path / "hf")), stages=[], batch_size=1)))
+    np.testing.assert_array_equal(np.asarray(upright["image"][0]), np.rot90(pixels, -1))

@@ -333,3 +333,38 @@ def test_a_bad_file_whose_name_is_not_utf8_is_named_by_its_bytes_in_the_metadata
     assert info.skipped[0]["error"].startswith(r"row 1 (a/bad\xfe.png), field 'image': ")
     # no lone surrogate ('\udcfe', which JSON readers other than Python's refuse)
     assert "\\udc" not in (tmp_path / "out" / "datarax_dataset.json").read_text()
+
+
+def test_open_rows_items_lead_each_record_back_to_its_file(tmp_path) -> None:
+    """docs/data-in.md: a class's own images, then its subfolders'; record i is row i, or
+    with skipped rows the i-th row not skipped."""
+    from datarax.dataset import open_rows
+
+    src = tmp_path / "src"
+    for i, rel in enumerate(["a/z.png", "a/sub/b.png", "a/sub/deeper/c.png", "a/y y.png",
+                             "b/x.png", "b/bad.png"]):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(b"not an image" if "bad" in rel else png(i))
+    items = open_rows(str(src)).items
+    assert items == [("a/y y.png", 0), ("a/z.png", 0), ("a/sub/b.png", 0),
+                     ("a/sub/deeper/c.png", 0), ("b/bad.png", 1),
+                     ("b/x.png", 1)]
+    info, _ = convert(str(src), tmp_path / "out", on_error="skip")
+    assert [s["row"] for s in info.skipped] == [4]
+    kept = [row for row in range(len(items)) if row not in {s["row"] for s in info.skipped}]
+    first_pixels = read_dataset(tmp_path / "out")["image"][:, 0, 0, 0].tolist()
+    names = ["a/z.png", "a/sub/b.png", "a/sub/deeper/c.png", "a/y y.png", "b/x.png"]
+    assert [names[p] for p in first_pixels] == [items[row][0] for row in kept]
+
+
+def test_numbered_class_folders_sort_as_text_unless_class_names_order_them(tmp_path) -> None:
+    src = tmp_path / "src"
+    for value, name in enumerate(["1", "2", "10"]):
+        (src / name).mkdir(parents=True)
+        (src / name / "0.png").write_bytes(png(value))
+    info, _ = convert(str(src), tmp_path / "text")
+    assert info.features["label"].class_names == ("1", "10", "2")
+    info, _ = convert(str(src), tmp_path / "numbers", class_names={"label": ["1", "2", "10"]})
+    out = read_dataset(tmp_path / "numbers")
+    by_label = dict(zip(out["label"].tolist(), out["image"][:, 0, 0, 0].tolist()))
+    assert info.features["label"].class_names == ("1", "2", "10") and by_label == {0: 0, 1: 1, 2: 2}

@@ -270,6 +270,18 @@ def test_normalize_matches_numpy():
                                (UINT8 / 255.0 - mean) / std, atol=1e-5)
 
 
+def test_normalize_refuses_a_0_255_mean_for_uint8_images_and_takes_it_for_floats():
+    """uint8 images are divided by 255 first: ImageNet's mean in 0..255 levels would make
+    every value about -2; float images are normalised as they are, whatever their range."""
+    mean, std = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
+    with pytest.raises(ConfigError, match=r"mean \[123.675, 116.28, 103.53\] for the uint8 images "
+                                          r"of field 'image'.* \(123.675 -> 0.485\)"):
+        run(I.Normalize(mean, std), UINT8)
+    levels = UINT8.astype(np.float32)
+    np.testing.assert_allclose(run(I.Normalize(mean, std), levels),
+                               (levels - mean) / np.asarray(std), rtol=1e-5, atol=1e-5)
+
+
 def test_gaussian_noise_has_the_requested_spread():
     flat = np.full((8, 16, 16, 3), 0.5, np.float32)
     noise = run(I.GaussianNoise(0.1), flat, keys_for(8)) - 0.5

@@ -140,6 +140,13 @@ class NoContract(DataSourceModule):
         super().__init__(_EmptyConfig())
 
 
+class ConfigPassing(NoContract):
+    """A custom source that hands its config to the base, with no config class of its own."""
+
+    def __init__(self, config: Any) -> None:
+        DataSourceModule.__init__(self, config)
+
+
 class IndexedNoLen(DataSourceModule):
     def __init__(self) -> None:
         super().__init__(_EmptyConfig())
@@ -520,6 +527,13 @@ simple("image-normalize-channel-count", OPERATORS,
 simple("image-normalize-nan-mean", OPERATORS, "Normalize(mean=nan, std=1.0)", ConfigError,
        "Normalize: mean and std must be finite, got nan, 1.0.",
        lambda: _image_op("Normalize", mean=float("nan"), std=1.0))
+simple("image-normalize-mean-0-255", OPERATORS,
+       "Normalize(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]) on uint8 images",
+       ConfigError, "Normalize 'Normalize': mean [123.675, 116.28, 103.53] for the uint8 images "
+       "of field 'image', which are divided by 255 first (values in [0, 1]): a mean above 1 is "
+       "a 0..255 level. Give mean / 255 and std / 255 (123.675 -> 0.485).",
+       lambda: _image_pipe(np.uint8, _image_op("Normalize", mean=[123.675, 116.28, 103.53],
+                                               std=[58.395, 57.12, 57.375])))
 simple("image-rand-augment-fill-out-of-unit", OPERATORS, "RandAugment(fill=128) (a uint8 level)",
        ConfigError, "RandAugment: fill is on the [0, 1] scale its operations work on, for uint8 "
        "images too; got 128. For a uint8 level give level / 255 (128 -> 0.502).",
@@ -3031,6 +3045,38 @@ case("decode-images-no-such-field", "ArrayRecord: records and images of several 
      "field: decode_images('image', ...).", needs=AR)(_decode_images_missing_field)
 
 
+def _jpeg_damaged_inside_its_scan(tmp: Path) -> None:
+    """A JPEG whose compressed pixels were overwritten (its markers intact): convert keeps
+    it from its structure, the read names the record (alone: not 'record 0 of the batch')."""
+    import io
+
+    from PIL import Image
+
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    rng = np.random.default_rng(0)
+    images = []
+    for i in range(3):
+        out = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(out, "JPEG")
+        data = bytearray(out.getvalue())
+        if i == 1:
+            scan = data.find(b"\xff\xda")
+            data[scan + 200:scan + 600] = b"\xff" * 400
+        images.append({"image": bytes(data)})
+    write_dataset(images, tmp / "ds")
+    _ar_read_all(ArrayRecordSourceModule(ArrayRecordSourceConfig(), tmp / "ds"))
+
+
+case("dataset-jpeg-damaged-inside-its-scan", "ArrayRecord: records and images of several sizes",
+     "a dataset JPEG whose compressed pixels were overwritten (found only by a decode)",
+     RecordError, "ArrayRecordSourceModule: cannot read record 1 of file "
+     "'{tmp}/ds/data-00000-of-00001.array_record' (epoch 0): the record, field 'image': "
+     "undecodable jpeg image (OSError: broken data stream when reading image file).",
+     needs=AR)(_jpeg_damaged_inside_its_scan)
+
+
 REORDERING = "Interleaving and shuffle buffers (InterleaveSource, ShuffleBufferSource)"
 
 
@@ -3152,6 +3198,37 @@ simple("ranged-merge-gap-negative", RANGED, "ArrayRecordRanges(..., merge_gap=-1
        _ranged_negative_gap, needs="array_record")
 case("ranged-not-array-record", RANGED, "a file of 256,000 other bytes", RecordError,
      "is not an ArrayRecord file: it holds 256000 bytes", needs="array_record")(_ranged_junk)
+
+
+# ------------------------------------------------------------ custom sources
+simple("custom-source-config-not-structural", "Custom sources",
+       "a custom source built with a dict for its config", ConfigError,
+       "ConfigPassing needs a StructuralConfig instance as its first argument, got dict. "
+       "Build one, e.g. ConfigPassing(StructuralConfig(), ...).",
+       lambda: ConfigPassing({"file_path": "rows.csv"}))
+_NO_SUBSETS = ("Dataset configs/variants (e.g. 'sst2' within 'glue') are not supported: pass a "
+               "standalone dataset's name as name= (e.g. 'stanfordnlp/sst2').")
+simple("hf-config-config-name", "Hugging Face dataset configs", "HFEagerConfig(name='glue', config_name='sst2')",
+       TypeError, _NO_SUBSETS,
+       lambda: _hf("HFEagerConfig", name="glue", config_name="sst2"), needs=HF)
+simple("hf-config-subset", "Hugging Face dataset configs", "HFStreamingConfig(name='glue', subset='sst2')",
+       TypeError, _NO_SUBSETS,
+       lambda: _hf("HFStreamingConfig", name="glue", subset="sst2"), needs=HF)
+simple("hf-from-hf-config-name", "Hugging Face dataset configs", "from_hf('glue', 'train', config_name='sst2')",
+       ConfigError, _NO_SUBSETS,
+       lambda: _hf("from_hf", "glue", "train", config_name="sst2"), needs=HF)
+simple("hf-source-config-name", "Hugging Face dataset configs", "HFEagerSource(name='glue', config_name='sst2')",
+       ConfigError, _NO_SUBSETS,
+       lambda: _hf("HFEagerSource", name="glue", split="train", config_name="sst2"), needs=HF)
+simple("source-batch-method", "Sources: batch and field names", "source.batch(32), as tf.data batches",
+       AttributeError, "'MemorySource' object has no attribute 'batch': sources do not batch; "
+       "batching is the Pipeline's job: Pipeline(source=source, stages=[], batch_size=N, "
+       "rngs=nnx.Rngs(0))",
+       lambda: MemorySource(MemorySourceConfig(), data()).batch(32))
+simple("memory-field-name-not-str", "Sources: batch and field names", "MemorySource data {1: [...]}",
+       DataraxError, "MemorySource field names must be str; got int 1. Name the field with a "
+       "str (e.g. '1'): batches are dicts keyed by str.",
+       lambda: MemorySource(MemorySourceConfig(), [{1: 0, "1": 5}, {1: 1, "1": 6}]))
 
 
 # ----------------------------------------------------------- docs/errors.md

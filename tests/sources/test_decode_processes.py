@@ -203,10 +203,10 @@ if __name__ == "__main__":
     while len(multiprocessing.active_children()) < 2:
         time.sleep(0.05)
     pids = [p.pid for p in multiprocessing.active_children()]
+    print("workers started", flush=True)  # before the pid file: the test kills on seeing it
     with open(sys.argv[1] + ".tmp", "w") as f:
         json.dump(pids, f)
     os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-    print("workers started", flush=True)
     time.sleep(600)
 '''
 

@@ -260,3 +260,23 @@ def test_a_subclass_read_its_spec_does_not_declare_is_refused():
     assert not source.spec_from_own_reads()
     with pytest.raises(SpecMismatchError, match="extra"):
         list(Pipeline(source, stages=[], batch_size=2))
+
+
+def test_records_with_the_same_fields_in_another_order_are_taken():
+    records = [{"x": 1, "y": 10, "a": {"p": 5, "q": 6}}, {"y": 20, "a": {"q": 8, "p": 7}, "x": 2}]
+    batch = next(iter(Pipeline(source=MemorySource(MemorySourceConfig(), records), stages=[],
+                               batch_size=2)))
+    assert batch["x"].tolist() == [1, 2] and batch["y"].tolist() == [10, 20]
+    assert batch["a"]["p"].tolist() == [5, 7] and batch["a"]["q"].tolist() == [6, 8]
+
+
+@pytest.mark.parametrize("data, where", [
+    ([{1: 0, "1": 5}, {1: 1, "1": 6}], ""),  # 1 and '1' would both be field '1'
+    ({0: np.arange(3)}, ""),
+    ({"a": {2: np.arange(3)}}, " in field 'a'"),
+    ([{"a": {(1, 2): 0}}], " in field 'a'"),
+])
+def test_a_field_name_that_is_not_a_str_is_refused_not_renamed(data, where):
+    with pytest.raises(DataraxError, match=rf"MemorySource field names must be str; got \w+ "
+                       rf".*{where}\. Name the field with a str"):
+        MemorySource(MemorySourceConfig(), data)

@@ -241,14 +241,10 @@ def raw_record_summary(record: bytes) -> dict[str, Any]:
 def decode_alone(features: Any, record: bytes) -> dict[str, Any]:
     """One dataset record's fields, decoded per ``features`` (RecordError when it does not
     match them)."""
-    from datarax.core.errors import RecordError
     from datarax.dataset.layout import decode_records
 
-    try:
-        columns = decode_records(features, [record])
-    except RecordError as err:  # a batch of one: "record 0 of the batch" is this record
-        raise RecordError(str(err).replace("record 0 of the batch", "the record")) from err
-    return {name: column[0] for name, column in columns.items()}
+    # (a record decoded alone is named "the record" in a RecordError)
+    return {name: column[0] for name, column in decode_records(features, [record]).items()}
 
 
 def checked_summary(features: Any, record: bytes) -> dict[str, Any]:

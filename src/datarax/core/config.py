@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -37,7 +37,9 @@ class _ConfigType(type):
         options = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
         unknown = [name for name in kwargs if name not in options]
         if unknown:
-            raise TypeError(unknown_option_message(cls.__name__, unknown[0], options))
+            message = unknown_option_message(cls.__name__, unknown[0], options)
+            why = getattr(cls, "refused_options", {}).get(unknown[0])
+            raise TypeError(f"{message} {why}" if why else message)
         return super().__call__(*args, **kwargs)
 
 
@@ -57,7 +59,8 @@ def unknown_option_message(owner: str, name: str, options: list[str]) -> str:
 @dataclass(frozen=True)
 class StructuralConfig(metaclass=_ConfigType):
     """Frozen dataclass base for configs; fields fix a module's structure (hashable, so a
-    config can key compiled-function caches).
+    config can key compiled-function caches). ``refused_options`` (a class attribute)
+    maps options a config deliberately lacks to why, said when one is given.
 
     Example:
         >>> from dataclasses import dataclass
@@ -75,6 +78,8 @@ class StructuralConfig(metaclass=_ConfigType):
         ...
         datarax.core.errors.ConfigError: RowsConfig.shuffle must be a bool (True/False), got str 'yes'.
     """
+
+    refused_options: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
         """Validate fields. Subclasses call ``super().__post_init__()`` first; a

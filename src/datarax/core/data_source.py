@@ -267,6 +267,12 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         )
         self.seek(epoch, index)
 
+    def __getattr__(self, name: str) -> Any:
+        """Only for attributes not found: ``source.batch`` says where batching is done."""
+        hint = _NOT_A_SOURCE_METHOD.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}"
+                             + (f": {hint}" if hint else ""), name=name, obj=self)
+
     # ---------------------------------------------------------------- resources
     def close(self) -> None:
         """Release what the source holds (reader threads, open files); safe to call twice."""
@@ -314,12 +320,31 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         check_contract(self)
         self.datarax_position.note_settings(self._state_settings)  # next() without iter()
         record, index = self._next_record()
+        size = self.epoch_size()
+        if size is not None and self.index >= size:  # this read ended the epoch
+            self._note_direct_end()
         if getattr(self.config, "track_metadata", False):
             return Element(
                 data=record,
                 metadata=RecordMetadata(index=int(index), epoch=self.epoch, source=self.name),
             )
         return record
+
+    def _note_direct_end(self) -> None:
+        """Mark where direct reads ended an epoch (or direct iteration its last pass)."""
+        ended = getattr(self, "_DataSourceModule__direct_end", None)
+        if ended is not None:  # the next iter() starts over (see _exhausted)
+            ended.at = self.datarax_position.where()
+            ended.restores = self.datarax_position.restores
+
+    def direct_pass_ended(self) -> bool:
+        """Whether direct reads (``for record in source``, ``next(source)``) ended an
+        epoch here and the position has not moved since: a Pipeline's next pass is then
+        the next epoch, as after a pass of its own that ended (not an empty rest of this
+        one)."""
+        ended = getattr(self, "_DataSourceModule__direct_end", None)
+        return (ended is not None and ended.at == self.datarax_position.where()
+                and ended.restores == self.datarax_position.restores)
 
     def _next_record(self) -> tuple[Batch, int]:
         """The next record and its stable index, read through ``get_batch_with_indices``
@@ -329,9 +354,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         if batch is None:
             epochs = self._direct_passes()
             if epochs >= 0 and self.epoch + 1 >= epochs:
-                ended = getattr(self, "_DataSourceModule__direct_end", None)
-                if ended is not None:  # the next iter() starts over (see _exhausted)
-                    ended.at = self.datarax_position.where()
+                self._note_direct_end()
                 raise StopIteration
             self.seek(self.epoch + 1, 0)
             batch, indices = read(1)
@@ -341,12 +364,21 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return record_at(batch, 0), index
 
 
+#: what a source lacks on purpose, and where it is done instead
+_NOT_A_SOURCE_METHOD = {
+    "batch": "sources do not batch; batching is the Pipeline's job: "
+             "Pipeline(source=source, stages=[], batch_size=N, rngs=nnx.Rngs(0))",
+}
+
+
 class _DirectEnd(HostState):
-    """Where direct iteration (``for record in source``) found the last pass over: a
-    source of unknown length knows it has finished only by reading to the end."""
+    """Where direct reads (``for record in source``) last ended an epoch: a source of
+    unknown length knows it has finished only by reading to the end, and a Pipeline
+    over the source starts the next epoch there (:meth:`DataSourceModule.direct_pass_ended`)."""
 
     def __init__(self) -> None:
         self.at: tuple[int, int] | None = None
+        self.restores = 0  # the position's restore count then: a restore there is no end
 
 
 def check_contract(source: DataSourceModule) -> None:

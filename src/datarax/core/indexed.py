@@ -125,6 +125,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         if self.index >= hi - lo:
             epochs = self._direct_passes()
             if epochs >= 0 and self.epoch + 1 >= epochs:
+                self._note_direct_end()
                 raise StopIteration
             self.datarax_position.move(self.epoch + 1, 0)
         if hi == lo:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import sys
 from typing import Any, ClassVar
 
 from flax import nnx
@@ -41,7 +42,7 @@ class DataraxModule(nnx.Module):
             raise ConfigError(
                 f"{type(self).__name__} needs a StructuralConfig instance as its first "
                 f"argument, got {type(config).__name__}. Build one, e.g. "
-                f"{type(self).__name__}({_config_hint(type(self).__name__)}(), ...)."
+                f"{type(self).__name__}({_config_hint(type(self))}(), ...)."
             )
         check_rngs(rngs, type(self).__name__)
         self.config = nnx.static(config)
@@ -72,6 +73,8 @@ class DataraxModule(nnx.Module):
             raise ConfigError(
                 f"{owner} got unknown setting(s) {unknown}; its settings are {names}."
                 + _meant_argument(cls, unknown)
+                + "".join(f" {config_cls.refused_options[name]}" for name in unknown[:1]
+                          if name in config_cls.refused_options)
             )
         if config is None:
             return config_cls(**settings)
@@ -109,7 +112,20 @@ def _meant_argument(cls: type, unknown: list[str]) -> str:
     return (f" Did you mean {' / '.join(meant)}, a keyword argument of {cls.__name__} "
             "(not a setting of its config)?")
 
-def _config_hint(cls_name: str) -> str:
+def _config_hint(cls: type) -> str:
+    """The name of ``cls``'s config class: its ``config_class``, else the project's
+    ``XConfig`` naming where that class exists beside it, else ``StructuralConfig``
+    (a user's module need not name its config any one way)."""
+    if cls.config_class is not None:
+        return cls.config_class.__name__
+    module = sys.modules.get(cls.__module__)
+    for guess in (_named_config(cls.__name__), cls.__name__ + "Config"):
+        if isinstance(getattr(module, guess, None), type):
+            return guess
+    return "StructuralConfig"
+
+
+def _named_config(cls_name: str) -> str:
     for suffix in ("Module", "Source"):
         if cls_name.endswith(suffix):
             return cls_name[: -len(suffix)] + suffix.replace("Module", "") + "Config"

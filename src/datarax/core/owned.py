@@ -51,7 +51,8 @@ import jax
 import numpy as np
 
 # fresh_aligned / seal live with the other host arrays (no JAX there: decode workers use them)
-from datarax.host.arrays import CPU_SHARED_ALIGNMENT, fresh_aligned, is_sealed, seal  # noqa: F401
+from datarax.host.arrays import (  # noqa: F401
+    CPU_SHARED_ALIGNMENT, aligned_copy, fresh_aligned, is_sealed, seal)
 
 # From this size on, a private copy for the CPU is made 64-byte aligned (JAX shares it).
 ALIGNED_COPY_BYTES = 128 * 1024
@@ -75,7 +76,7 @@ def owned_device_put(value: Any, device: Any = None) -> Any:
         return jax.device_put(array.copy(), device)
     on_cpu = _on_cpu(device)
     if array.nbytes < WAITED_COPY_BYTES:
-        return jax.device_put(_aligned_copy(array) if on_cpu else array.copy(), device)
+        return jax.device_put(aligned_copy(array) if on_cpu else array.copy(), device)
     if on_cpu and _one_device(device):
         populated = _populated_copy(array)
         if populated is not None:  # JAX shares it: one copy, into memory mapped up front
@@ -209,10 +210,3 @@ def _copy_in_halves(out: np.ndarray, array: np.ndarray) -> None:
     other.join()
     if errors:
         raise errors[0]
-
-
-def _aligned_copy(array: np.ndarray) -> np.ndarray:
-    """A C-contiguous copy of ``array`` in a fresh buffer aligned for JAX to share."""
-    out = fresh_aligned(array.shape, array.dtype)
-    np.copyto(out, array)
-    return out

@@ -333,7 +333,10 @@ class SourcePosition(nnx.Module):
 
     def move(self, epoch: int, index: int) -> None:
         """Stand at record ``index`` of pass ``epoch``."""
-        self.epoch_var.set_raw_value(_scalar(epoch))
+        held = self.epoch_var.get_raw_value()  # per batch: mostly the same pass
+        if type(held) is not np.ndarray or held.dtype != np.int64 or held.shape != () \
+                or int(held) != int(epoch):
+            self.epoch_var.set_raw_value(_scalar(epoch))
         self.index_var.set_raw_value(_scalar(index))
 
     def seek(self, epoch: int, index: int) -> None:

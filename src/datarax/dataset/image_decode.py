@@ -40,6 +40,8 @@ __all__ = ["centre_box", "dct_scale_for", "decode_region", "image_size", "random
 
 #: the DCT-domain scales a JPEG decoder offers (1/k of each side)
 _SCALES = (8, 4, 2, 1)
+#: JPEG colour spaces (as ``simplejpeg.decode_jpeg_header`` names them) Pillow decodes
+_PILLOW_COLOURSPACES = ("CMYK", "YCCK")
 
 
 def _simplejpeg() -> Any:
@@ -149,12 +151,16 @@ def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, i
     sj = _simplejpeg()
     if sj is not None and data[:3] == JPEG_MAGIC:
         try:
+            # a CMYK / YCCK JPEG: libjpeg-turbo's RGB of it differs from PIL's (torchvision's
+            # loader's) by a level in most pixels, so Pillow decodes it
+            if sj.decode_jpeg_header(data)[2] in _PILLOW_COLOURSPACES:
+                raise ValueError("decoded by Pillow")
             # RGB, not RGBX: PIL would take RGBX without a copy, but then resizes four
             # bands instead of three (measured: slower overall)
             pixels = sj.decode_jpeg(data, colorspace="RGB", min_height=-(-height // k),
                                     min_width=-(-width // k), min_factor=k)
         except ValueError:
-            pass  # a JPEG libjpeg-turbo refuses to give as RGB (CMYK ...): Pillow's turn
+            pass  # a JPEG libjpeg-turbo refuses to give as RGB, or CMYK: Pillow's turn
         else:
             return pixels, _scale_of(height, width, pixels.shape[:2])
     image = open_pil(data)

@@ -88,6 +88,7 @@ class ImageFolderRows(Rows):
                     "Windows), which the class names of the metadata cannot hold; rename it, "
                     f"e.g. to {raw.decode('latin-1')!r} (convmv -f latin1 -t utf8).") from None
         self.root = root
+        #: (path under root, label) of each row, in row order (docs/data-in.md names it)
         self.items: list[tuple[str, int]] = []
         #: files in the class folders left out, not hidden and not images: count by suffix
         self.left_out: collections.Counter[str] = collections.Counter()

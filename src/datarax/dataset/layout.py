@@ -304,14 +304,20 @@ def _checked_record(features: Features, record: Any, row: int | None) -> bytes:
     return b"".join(head) + _lengths(len(lengths)).pack(*lengths) + b"".join(tail)
 
 
-def _decode_image(f: Field, data: bytes, index: int) -> np.ndarray:
+def _in_batch(index: int, n: int) -> str:
+    """A record as decode errors name it: ``record 3 of the batch``, or ``the record``
+    when it is the only one (a reader that decodes a bad record alone names its place)."""
+    return "the record" if n == 1 else f"record {index} of the batch"
+
+
+def _decode_image(f: Field, data: bytes, index: int, n: int) -> np.ndarray:
     try:
-        with image_named(f"record {index} of the batch, field '{f.name}'"):
+        with image_named(f"{_in_batch(index, n)}, field '{f.name}'"):
             image = open_image(data)
     except MissingExtraError:  # Pillow not installed: no record is to blame
         raise
     except Exception as err:  # noqa: BLE001 - named by record
-        raise RecordError(f"record {index} of the batch, field '{f.name}': undecodable "
+        raise RecordError(f"{_in_batch(index, n)}, field '{f.name}': undecodable "
                           f"{f.encoding} image ({error_text(err)}).") from err
     mode = IMAGE_MODES[f.shape[2]]
     if image.mode != mode:
@@ -381,7 +387,7 @@ def decode_records(features: Features, records: Sequence[bytes], *,
         bad = np.flatnonzero(lengths != head)
         if bad.size:
             raise RecordError(
-                f"record {int(bad[0])} of the batch has {int(lengths[bad[0]])} bytes, the "
+                f"{_in_batch(int(bad[0]), n)} has {int(lengths[bad[0]])} bytes, the "
                 f"features' layout {head}; the files do not match their metadata.")
         if len(layout) == 1 and head and n:  # the record is the field: one copy into rows
             name, _, _, little, dtype, shape = layout[0]
@@ -394,7 +400,7 @@ def decode_records(features: Features, records: Sequence[bytes], *,
         bad = np.flatnonzero(lengths < head)
         if bad.size:
             raise RecordError(
-                f"record {int(bad[0])} of the batch has {int(lengths[bad[0]])} bytes, shorter "
+                f"{_in_batch(int(bad[0]), n)} has {int(lengths[bad[0]])} bytes, shorter "
                 f"than the features' head of {head}; the files do not match their metadata.")
         joined = np.frombuffer(b"".join(records), np.uint8)
         starts = np.cumsum(lengths) - lengths
@@ -411,7 +417,7 @@ def decode_records(features: Features, records: Sequence[bytes], *,
         bad = np.flatnonzero(lengths != head + (ends[:, -1] if n else 0))
         if bad.size:
             raise RecordError(
-                f"record {int(bad[0])} of the batch has {int(lengths[bad[0]])} bytes, its "
+                f"{_in_batch(int(bad[0]), n)} has {int(lengths[bad[0]])} bytes, its "
                 "layout says otherwise; the files do not match their metadata.")
         for j, f in enumerate(variable):
             values: list[Any] = []
@@ -430,7 +436,7 @@ def decode_records(features: Features, records: Sequence[bytes], *,
                 elif f.name in encoded:
                     values.append(bytes(payload))
                 else:
-                    values.append(_decode_image(f, bytes(payload), i))
+                    values.append(_decode_image(f, bytes(payload), i, n))
             if f.encoding == "utf8" or f.name in encoded:
                 text = np.empty(n, dtype=object)
                 text[:] = values

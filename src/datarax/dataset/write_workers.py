@@ -24,26 +24,16 @@ import multiprocessing
 import os
 import pickle
 import queue
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from datarax.dataset.rows import Rows
 from datarax.dataset.write_outcome import ConversionError
+from datarax.host.threads import end_with_parent
 
 __all__ = ["WorkerPool"]
 
-_PARENT_CHECK_S = 0.2  # how often a worker checks that its parent lives
 _PROBE_ROWS = 1024  # rows a probe part reads
-
-
-def _end_with(parent: int) -> None:
-    """End this process once its parent is no longer ``parent`` (killed: nobody would
-    finish the dataset, and a resumed run must not find it still writing a shard)."""
-    while os.getppid() == parent:
-        time.sleep(_PARENT_CHECK_S)
-    os._exit(1)
 
 
 def _probe_parts(rows: Rows, taken: Any, parts: int, owned: list[list[int]], me: int,
@@ -73,7 +63,8 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int,
     being opened), take its rows from ``tasks``, then run the tasks that follow until
     None, reporting through ``messages`` (``("probed", (part, value))``, the writer's
     reports, ``("idle", None)`` after each task, ``("error", text)``)."""
-    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
+    end_with_parent(parent)  # killed: nobody would finish the dataset, and a resumed
+    # run must not find it still writing a shard
     try:
         for name in preload:
             try:

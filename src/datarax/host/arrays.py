@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CPU_SHARED_ALIGNMENT", "fresh_aligned", "is_sealed", "own_buffer", "seal"]
+__all__ = ["CPU_SHARED_ALIGNMENT", "aligned_copy", "fresh_aligned", "is_sealed", "own_buffer",
+           "seal"]
 
 # JAX's CPU client shares (does not copy) host buffers whose address is a multiple of this.
 CPU_SHARED_ALIGNMENT = 64
@@ -45,6 +46,14 @@ def fresh_aligned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     _OWN_BUFFERS[id(raw)] = raw
     start = -raw.ctypes.data % CPU_SHARED_ALIGNMENT
     return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def aligned_copy(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of ``array`` in a fresh :func:`fresh_aligned` buffer (for JAX
+    to share), not yet sealed."""
+    out = fresh_aligned(array.shape, array.dtype)
+    np.copyto(out, array)
+    return out
 
 
 def seal(array: np.ndarray) -> np.ndarray:

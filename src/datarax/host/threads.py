@@ -9,6 +9,8 @@ compute ahead of the loop run a few ``nice`` steps below the process's main thre
 compiler threads on first use, so a pipeline's worker lowers its own only once its
 first batch is made.
 
+A worker process started by datarax ends with its parent (:func:`end_with_parent`).
+
 Imports neither JAX nor Flax; :mod:`datarax.core.threads` names these too.
 
 Example:
@@ -22,10 +24,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 #: how many ``nice`` steps below the main thread read-ahead threads run (0: unchanged)
 BEHIND = 0
+
+#: seconds between a worker's checks that its parent process is still there
+PARENT_CHECK_S = 0.2
 
 
 def lower_read_ahead_priority(steps: int = 10) -> None:
@@ -62,3 +68,17 @@ def drop_pool(pool: Any) -> None:
             pool.shutdown(wait=False, cancel_futures=True)
     except Exception:  # noqa: BLE001
         pass
+
+
+def end_with_parent(parent: int) -> None:
+    """Start a thread that ends this worker process as soon as its parent is no longer
+    ``parent`` (it died and the worker was handed to another process): nobody is left
+    to take what the worker makes, or to finish it (nor should it still write then)."""
+    threading.Thread(target=_end_with, args=(parent,), name="datarax-parent-watch",
+                     daemon=True).start()
+
+
+def _end_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)

@@ -30,7 +30,6 @@ from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
-from datarax.pipeline.driver_cursor import CursorDriver
 from datarax.pipeline.filtered import refuse_resplit
 from datarax.pipeline.host_pass import padded_rows
 from datarax.pipeline.plan import PassContext, filter_position
@@ -47,6 +46,10 @@ def open_driver(context: PassContext, epoch: int, at: int | None) -> Driver:
     (the plan's read mode), filtered where stage ``at`` is a ``FilterOperator``."""
     if context.reading.compiled:
         return CompiledDriver(context, epoch, at)
+    # imported here: a pipeline over an indexed source never loads the host read path
+    # (its reader, bad-record ledger and decode checks)
+    from datarax.pipeline.driver_cursor import CursorDriver
+
     return CursorDriver(context, epoch, at)
 
 

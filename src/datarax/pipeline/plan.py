@@ -178,6 +178,8 @@ class PipelineSession(HostState):
         restore, where it was saved) — unless an iterator of this pipeline stopped
         there (``break``): then the next epoch (a break before any batch restarts it)."""
         if self.left != (source.epoch, source.index, source.datarax_position.restores):
+            if source.direct_pass_ended():  # ``for record in source`` read it to the end
+                return source.epoch + 1, None
             return source.epoch, source.index
         return source.epoch + (1 if source.index > 0 else 0), None
 

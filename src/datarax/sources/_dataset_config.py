@@ -171,9 +171,10 @@ def streaming_choice(where: str, streaming: Any, eager_class: type, config_class
     stream_only = known - {f.name for f in fields(eager_class)}
     unknown = sorted(set(options) - known)
     if unknown:
+        refused = config_class.refused_options.get(unknown[0])
         raise ConfigError(
             f"{where} got unknown option(s) {unknown}; the config options are "
-            f"{sorted(known)}."
+            f"{sorted(known)}." + (f" {refused}" if refused else "")
         )
     given = sorted(stream_only & set(options))
     if streaming is False and given:

@@ -48,7 +48,6 @@ import os
 import pickle
 import sys
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -61,7 +60,7 @@ from datarax.errors import ConfigError, DataraxError
 from datarax.host.arrays import fresh_aligned, seal
 from datarax.host.counts import check_count
 from datarax.host.dtypes import follow_x64, x64_enabled
-from datarax.host.threads import drop_pool
+from datarax.host.threads import drop_pool, end_with_parent
 
 if TYPE_CHECKING:
     from datarax.sources.chunk_reads import Chunk, ChunkReads
@@ -234,10 +233,6 @@ def in_decode_worker() -> bool:
     return _READS is not None
 
 
-#: seconds between a worker's checks that its parent process is still there
-PARENT_CHECK_S = 0.2
-
-
 def _install(reader: bytes, parent: int, x64: bool) -> None:
     """Worker initializer: the source's data, decoder (its structure learned), policy;
     the parent's ``jax_enable_x64`` (``x64``, which the 64-bit policy follows here
@@ -247,19 +242,10 @@ def _install(reader: bytes, parent: int, x64: bool) -> None:
     from datarax.sources.chunk_reads import ChunkReads
 
     follow_x64(x64)
-    threading.Thread(target=_end_with, args=(parent,), name="datarax-parent-watch",
-                     daemon=True).start()
+    end_with_parent(parent)
 
     data, records, decode_batch, policy = pickle.loads(reader)
     _READS = ChunkReads(data, records, decode_batch, policy)
-
-
-def _end_with(parent: int) -> None:
-    """End this process as soon as its parent is no longer ``parent`` (it died and the
-    worker was handed to another process): nobody is left to read what it sends."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_S)
-    os._exit(1)
 
 
 def _ready() -> None:

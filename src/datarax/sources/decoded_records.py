@@ -30,7 +30,7 @@ import numpy as np
 
 # host-side pieces only, no JAX or Flax: decode worker processes load this module
 from datarax.errors import ConfigError, DataraxError
-from datarax.host.arrays import fresh_aligned, seal
+from datarax.host.arrays import CPU_SHARED_ALIGNMENT, aligned_copy, fresh_aligned, seal
 from datarax.host.dtypes import fit_value, text_kind
 from datarax.host.specs import ArraySpec, TextSpec, describe_field, host_field_spec
 
@@ -88,15 +88,6 @@ def _not_text(key: str, value: Any, kind: str | None) -> RecordStructureError:
 
 _SHAPE = operator.attrgetter("shape")
 _DTYPE = operator.attrgetter("dtype")
-
-ALIGNMENT = 64  # bytes; JAX's CPU backend takes aligned host buffers about twice as fast
-
-
-def _aligned_copy(array: np.ndarray) -> np.ndarray:
-    out = fresh_aligned(array.shape, array.dtype)
-    out[...] = array
-    return seal(out)
-
 
 def stack_values(values: list[Any]) -> np.ndarray:
     """Stack per-record values into one batch array, 64-byte aligned and read-only
@@ -237,8 +228,8 @@ class DecodedRecords:
             value = columns.get(key)
             if type(value) is not np.ndarray or value.shape != (len(raws), *shape) or value.dtype != dtype:
                 return None
-            if value.ctypes.data % ALIGNMENT or not value.flags.c_contiguous:
-                value = _aligned_copy(value)  # so that JAX can take it without a copy
+            if value.ctypes.data % CPU_SHARED_ALIGNMENT or not value.flags.c_contiguous:
+                value = seal(aligned_copy(value))  # so that JAX can take it without a copy
             out[key] = value
         return out
 

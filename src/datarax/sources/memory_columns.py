@@ -89,6 +89,17 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
     return columns
 
 
+def _field_path(prefix: Path, key: Any) -> Path:
+    """``prefix`` and the field ``key``, which must be a str: batches are dicts of str
+    names, and ``1`` and ``'1'`` would both be ``'1'``."""
+    if not isinstance(key, str):
+        where = f" in field '{_name(prefix)}'" if prefix else ""
+        raise DataraxError(
+            f"MemorySource field names must be str; got {type(key).__name__} {key!r}{where}. "
+            f"Name the field with a str (e.g. {str(key)!r}): batches are dicts keyed by str.")
+    return (*prefix, key)
+
+
 def _rows_of(column: Any) -> Any:
     return column.rows if isinstance(column, DeviceColumn) else column
 
@@ -96,7 +107,7 @@ def _rows_of(column: Any) -> Any:
 def _columns_of_dict(data: Mapping[Any, Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
     columns: dict[Path, Any] = {}
     for key, value in data.items():
-        path = (*prefix, str(key))
+        path = _field_path(prefix, key)
         if isinstance(value, Mapping):
             if not value:
                 raise DataraxError(
@@ -112,8 +123,8 @@ def _columns_of_dict(data: Mapping[Any, Any], prefix: Path, cast_float64: bool) 
 def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool) -> dict[Path, Any]:
     keys = list(records[0].keys())
     where = f" field '{_name(prefix)}'" if prefix else ""
-    for i, record in enumerate(records):
-        if not isinstance(record, Mapping) or list(record.keys()) != keys:
+    for i, record in enumerate(records):  # the same fields, in any order
+        if not isinstance(record, Mapping) or record.keys() != set(keys):
             got = list(record.keys()) if isinstance(record, Mapping) else type(record).__name__
             raise DataraxError(
                 f"MemorySource record {i}{where} has fields {got}, record 0 has {keys}; every "
@@ -125,7 +136,7 @@ def _columns_of_records(records: Sequence[Any], prefix: Path, cast_float64: bool
         )
     columns: dict[Path, Any] = {}
     for key in keys:
-        path = (*prefix, str(key))
+        path = _field_path(prefix, key)
         values = [record[key] for record in records]
         if isinstance(values[0], Mapping):
             columns.update(_columns_of_records(values, path, cast_float64))
@@ -208,20 +219,14 @@ def _column(path: Path, value: Any, cast_float64: bool, records: bool = False) -
             other = next((v for v in items.reshape(-1) if not is_text_scalar(v)), None)
             if other is None:
                 return _text_column(name, items)
-            raise DataraxError(
-                f"MemorySource field '{name}' mixes text with {type(other).__name__} "
-                f"values ({other!r}); a field holds either text or numbers.")
+            raise _mixes_text(name, other)
         if array.dtype.kind not in "biufc" and not jax.dtypes.issubdtype(array.dtype, np.number):
             raise DataraxError(  # (bfloat16, float8 are numbers JAX holds: kind 'V')
                 f"MemorySource field '{name}' holds {array.dtype} values; MemorySource keeps "
                 "numbers (bool, int, float, complex) on the device and text (str/bytes) on "
                 "the host. Convert the field to one of those."
             )
-    if array.ndim == 0:
-        raise DataraxError(
-            f"MemorySource field '{name}' is a scalar; a dict of arrays needs one entry "
-            "per record along axis 0."
-        )
+    _check_per_record(name, array)
     array = fit_column(  # Python numbers (value a list) take JAX's defaults
         name, array if isinstance(value, (jax.Array, np.ndarray)) else value, where="MemorySource", cast_float64=cast_float64,
         drop_hint="remove the field from data",
@@ -259,6 +264,17 @@ def row_major(array: Any) -> Any:
     return array.reshape(array.shape[0], math.prod(array.shape[1:]))
 
 
+def _check_per_record(name: str, array: np.ndarray) -> None:
+    if array.ndim == 0:
+        raise DataraxError(f"MemorySource field '{name}' is a scalar; a dict of arrays needs "
+                           "one entry per record along axis 0.")
+
+
+def _mixes_text(name: str, other: Any) -> DataraxError:
+    return DataraxError(f"MemorySource field '{name}' mixes text with {type(other).__name__} "
+                        f"values ({other!r}); a field holds either text or numbers.")
+
+
 def _text_column(name: str, value: Any) -> np.ndarray:
     if is_text_scalar(value):
         raise DataraxError(
@@ -276,17 +292,10 @@ def _text_column(name: str, value: Any) -> np.ndarray:
     else:
         first = next(v for v in value if not is_text_scalar(v))
         if not isinstance(first, (Sequence, np.ndarray)) or not is_text_value(first):
-            raise DataraxError(
-                f"MemorySource field '{name}' mixes text with {type(first).__name__} "
-                f"values ({first!r}); a field holds either text or numbers."
-            )
+            raise _mixes_text(name, first)
         array = as_text(np.asarray(value))  # records each holding a list of str
         return array
-    if array.ndim == 0:
-        raise DataraxError(
-            f"MemorySource field '{name}' is a scalar; a dict of arrays needs one entry "
-            "per record along axis 0."
-        )
+    _check_per_record(name, array)
     for bad in array.reshape(-1):
         if is_text_scalar(bad):
             continue

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -67,8 +68,8 @@ class RemoteFiles:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a copy (another process) holds its own copies of the files when it reads
-        return (_rebuild, (self.objects, self.where, self.cache, self.storage_options,
-                           self.threads))
+        return (functools.partial(RemoteFiles, self.objects, where=self.where, cache=self.cache,
+                                  storage_options=self.storage_options, threads=self.threads), ())
 
     @classmethod
     def listed(cls, paths: str | Sequence[str], *, where: str, cache: ShardCache | None = None,
@@ -137,9 +138,3 @@ class RemoteFiles:
             shards, self._shards, self._paths = self._shards, None, None
             if shards is not None:
                 shards.close()
-
-
-def _rebuild(objects: tuple[RemoteObject, ...], where: str, cache: ShardCache,
-             storage_options: dict[str, Any], threads: int) -> RemoteFiles:
-    return RemoteFiles(objects, where=where, cache=cache, storage_options=storage_options,
-                       threads=threads)

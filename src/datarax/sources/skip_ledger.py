@@ -259,7 +259,7 @@ class SkipCounts:
         self.skipped = nnx.Variable(np.asarray(0, np.int64))
 
     def _skips(self) -> int:
-        return int(self.skipped.get_value())
+        return int(self.skipped.get_raw_value())  # read per batch: no copy of the value
 
     def _set_skips(self, count: int) -> None:
         self.skipped.set_value(np.asarray(count, np.int64))

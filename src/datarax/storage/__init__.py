@@ -12,9 +12,12 @@ file by byte range.
 :class:`RemoteObjectError` is a ``RecordError`` (a file deleted or changed);
 :class:`RemoteStoreError` and :class:`CacheFullError` are never skipped as bad records.
 fsspec, s3fs and gcsfs are the ``remote`` extra, imported when a remote path is read.
+Each name is imported on first use: ``datarax.storage.errors`` (for an ``except``
+clause) loads neither the cache nor the downloads.
 
 Example:
     >>> import fsspec, tempfile
+    >>> from datarax.storage import RemoteShards, ShardCache, list_objects
     >>> fsspec.filesystem("memory").pipe("/storage-doc/x.bin", b"12345")
     >>> [(o.name, o.size) for o in list_objects("memory://storage-doc/*.bin")]
     [('x.bin', 5)]
@@ -27,21 +30,53 @@ Example:
 
 from __future__ import annotations
 
-from datarax.storage.array_record_ranges import ArrayRecordRanges
-from datarax.storage.cache import (
-    DEFAULT_CACHE_BYTES,
-    CacheEntry,
-    ShardCache,
-    default_cache_dir,
-    parse_bytes,
-)
-from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStoreError
-from datarax.storage.fetch import Fetcher
-from datarax.storage.retry import RetryPolicy, StorageStats, is_transient
-from datarax.storage.shards import RemoteShards
-from datarax.storage.urls import RemoteObject, expand_user, is_remote, join_url, list_objects, read_json
+from typing import TYPE_CHECKING
 
-__all__ = [
+from datarax.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from datarax.storage.array_record_ranges import ArrayRecordRanges
+    from datarax.storage.cache import (
+        DEFAULT_CACHE_BYTES,
+        CacheEntry,
+        ShardCache,
+        default_cache_dir,
+        parse_bytes,
+    )
+    from datarax.storage.errors import CacheFullError, RemoteObjectError, RemoteStoreError
+    from datarax.storage.fetch import Fetcher
+    from datarax.storage.retry import RetryPolicy, StorageStats, is_transient
+    from datarax.storage.shards import RemoteShards
+    from datarax.storage.urls import (
+        RemoteObject, expand_user, is_remote, join_url, list_objects, read_json)
+
+# Each exported name and the module that defines it: importing one of the package's
+# modules (``datarax.storage.errors``, say, for an ``except`` clause) loads none of the
+# others (the cache, the downloads, the ranged reader).
+_HOMES = {
+    "DEFAULT_CACHE_BYTES": "datarax.storage.cache",
+    "ArrayRecordRanges": "datarax.storage.array_record_ranges",
+    "CacheEntry": "datarax.storage.cache",
+    "CacheFullError": "datarax.storage.errors",
+    "Fetcher": "datarax.storage.fetch",
+    "RemoteObject": "datarax.storage.urls",
+    "RemoteObjectError": "datarax.storage.errors",
+    "RemoteStoreError": "datarax.storage.errors",
+    "RemoteShards": "datarax.storage.shards",
+    "RetryPolicy": "datarax.storage.retry",
+    "ShardCache": "datarax.storage.cache",
+    "StorageStats": "datarax.storage.retry",
+    "default_cache_dir": "datarax.storage.cache",
+    "expand_user": "datarax.storage.urls",
+    "is_remote": "datarax.storage.urls",
+    "is_transient": "datarax.storage.retry",
+    "join_url": "datarax.storage.urls",
+    "list_objects": "datarax.storage.urls",
+    "parse_bytes": "datarax.storage.cache",
+    "read_json": "datarax.storage.urls",
+}
+
+__all__ = [  # written out: type checkers read a literal __all__
     "DEFAULT_CACHE_BYTES",
     "ArrayRecordRanges",
     "CacheEntry",
@@ -63,3 +98,5 @@ __all__ = [
     "parse_bytes",
     "read_json",
 ]
+
+__getattr__, __dir__ = lazy_exports(globals(), _HOMES)

@@ -395,37 +395,35 @@ class Fetcher(FetchErrors):
         """:meth:`_request` of bytes ``[resume(), end)``, its answer handed to ``into(start,
         offset, piece, length)`` piece by piece (``start``: the attempt's first byte, which
         a retry takes from ``resume()`` again: the first byte not written)."""
-        expected, check = self._expected(obj)
-        start = resume()
-
-        def attempt() -> str | None:
+        def attempt(expected: str | None, check: bool) -> tuple[None, str | None]:
             at = resume()
-            return read_versioned_into(fs, path, at, end, expected,
-                                       lambda k, piece, length: into(at, k, piece, length),
-                                       check=check)
+            return None, read_versioned_into(fs, path, at, end, expected,
+                                             lambda k, piece, length: into(at, k, piece, length),
+                                             check=check)
 
-        try:
-            now = self._guarded(fs, path, obj, attempt, on_retry)
-        except VersionMismatch as err:
-            raise self._version_changed(obj, expected, err.now or self._version_now(fs, path),
-                                        start, end) from err
-        self._tie(obj, expected, check, now, start, end)
+        self._tied(fs, path, obj, resume(), end, attempt, on_retry)
 
     def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
                  on_retry: Callable[[BaseException], None] | None = None) -> bytes:
-        """One range request (with its retries), its failures as datarax errors, its
-        answer refused unless it is of the version the file's reads are tied to (the
-        listed one, else the one of its first request: :mod:`~datarax.storage.versions`)."""
+        """One range request (:meth:`_tied`)."""
+        return self._tied(fs, path, obj, start, end, lambda expected, check: read_versioned(
+            fs, path, start, end, expected, check=check), on_retry)
+
+    def _tied(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
+              read: Callable[[str | None, bool], tuple[T, str | None]],
+              on_retry: Callable[[BaseException], None] | None) -> T:
+        """``read(expected, check)`` of bytes ``[start, end)`` with its retries, its
+        failures as datarax errors, its answer refused unless it is of the version the
+        file's reads are tied to (the listed one, else the one of its first request:
+        :mod:`~datarax.storage.versions`)."""
         expected, check = self._expected(obj)
         try:
-            data, now = self._guarded(
-                fs, path, obj, lambda: read_versioned(fs, path, start, end, expected,
-                                                      check=check), on_retry)
+            out, now = self._guarded(fs, path, obj, lambda: read(expected, check), on_retry)
         except VersionMismatch as err:
             raise self._version_changed(obj, expected, err.now or self._version_now(fs, path),
                                         start, end) from err
         self._tie(obj, expected, check, now, start, end)
-        return data
+        return out
 
     def _tie(self, obj: RemoteObject, expected: str | None, check: bool, now: str | None,
              start: int, end: int) -> None:

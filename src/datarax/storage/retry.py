@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from datarax.errors import ConfigError, DataraxError
+from datarax.errors import ConfigError, DataraxError, error_chain
 from datarax.host.counts import check_count
 
 __all__ = ["BUDGET_ENV", "DEFAULT_BUDGET_S", "RetriesExhaustedError", "RetryPolicy",
@@ -113,17 +113,13 @@ def is_access_refused(err: BaseException) -> bool:
         >>> is_access_refused(PermissionError("Access Denied")), is_access_refused(OSError("503"))
         (True, False)
     """
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in error_chain(err):
         if isinstance(current, PermissionError) \
                 or {cls.__name__ for cls in type(current).__mro__} & _CREDENTIAL_CLASSES:
             return True
         status, code = _status(current)
         if status in (401, 403) or code in _REFUSED_CODES:
             return True
-        current = current.__cause__ or current.__context__
     return False
 
 
@@ -173,14 +169,10 @@ def is_transient(err: BaseException) -> bool:
     """
     if not isinstance(err, Exception):  # KeyboardInterrupt, SystemExit
         return False
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:  # a wrapper, then its causes
-        seen.add(id(current))
+    for current in error_chain(err, context=False):  # a wrapper, then its causes
         verdict = _transient_one(current)
         if verdict is not None:
             return verdict
-        current = current.__cause__
     if isinstance(err, _PROGRAMMING) or type(err).__module__ == "builtins" \
             and not isinstance(err, OSError):
         return False

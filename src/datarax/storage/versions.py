@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from datarax.errors import DataraxError
+from datarax.errors import DataraxError, error_chain
 from datarax.storage.urls import version_tag
 
 __all__ = ["PIECE", "VersionMismatch", "can_read_together", "read_versioned",
@@ -254,15 +254,11 @@ def _raise_if_mismatch(err: BaseException, path: str, expected: str | None) -> N
 
 def _precondition_failed(err: BaseException) -> bool:
     """Whether ``err`` (s3fs's OSError, caused by botocore's ClientError) is a 412."""
-    current: BaseException | None = err
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in error_chain(err):
         response = getattr(current, "response", None)
         if isinstance(response, dict):
             code = (response.get("Error") or {}).get("Code")
             status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
             if code in ("PreconditionFailed", "412") or status == 412:
                 return True
-        current = current.__cause__ or current.__context__
     return False

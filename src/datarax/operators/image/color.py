@@ -217,6 +217,14 @@ class Normalize(ImageOperator):
                 f"{image.shape[-1]} channel(s) in field '{self.config.field}'; give one value "
                 f"per channel ({image.shape[-1]}) or one value for all."
             )
+        big = [v for v in self.param("mean") if v > 1]
+        if big and image.dtype == jnp.uint8:  # no mean of values in [0, 1]: a 0..255 level
+            raise ConfigError(
+                f"Normalize '{self.name}': mean [{', '.join(f'{v:g}' for v in self.param('mean'))}]"
+                " for the uint8 images "
+                f"of field '{self.config.field}', which are divided by 255 first (values in "
+                "[0, 1]): a mean above 1 is a 0..255 level. Give mean / 255 and std / 255 "
+                f"({big[0]:g} -> {big[0] / 255:.3g}).")
         return (to_unit(image) - mean) / std
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 from datarax.core.config import check_int
 from datarax.core.errors import ConfigError
@@ -17,6 +18,10 @@ class HFConfig(DatasetConfig):
     """Fields of both HF configs: :class:`DatasetConfig`'s, plus ``data_files``."""
 
     data_files: str | tuple[str, ...] | None = None
+
+    refused_options: ClassVar[dict[str, str]] = dict.fromkeys(("config_name", "subset"), (
+        "Dataset configs/variants (e.g. 'sst2' within 'glue') are not supported: pass a "
+        "standalone dataset's name as name= (e.g. 'stanfordnlp/sst2')."))
 
     def __post_init__(self) -> None:
         super().__post_init__()

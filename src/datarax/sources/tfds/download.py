@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from datarax.core.errors import DataraxError
+from datarax.errors import error_chain
 from datarax.sources.tfds.config import TFDSConfig
 
 #: seconds one connection attempt to a download server may take.
@@ -32,10 +33,7 @@ def offline_error(config: TFDSConfig, where: str, host: str | None, cause: BaseE
 
 def is_network_error(err: BaseException) -> bool:
     """Whether ``err`` (or an error it was raised from) is a failure to reach a server."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in error_chain(err):
         module = type(current).__module__.split(".")[0]
         if isinstance(current, (ConnectionError, TimeoutError, socket.gaierror)):
             return True
@@ -44,7 +42,6 @@ def is_network_error(err: BaseException) -> bool:
             "NewConnectionError", "NameResolutionError",
         ):
             return True
-        current = current.__cause__ or current.__context__
     return False
 
 
