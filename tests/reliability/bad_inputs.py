@@ -2533,6 +2533,10 @@ case("text-parquet-column-not-text", TEXT, "ParquetDocuments(column=) naming an 
      ConfigError, "ParquetDocuments: {tmp}/c.parquet column 'n' holds int64, not text (its "
      "text columns: ['text']); pass column= naming the text column.",
      needs="pyarrow")(_parquet_int_column)
+simple("text-special-token-as-text", TEXT, "TextTokenizer(bos_id='[BOS]'), the token's text",
+       ConfigError, "TextTokenizer bos_id must be None or an int id >= 0, got '[BOS]' (a token; "
+       "pass its id: tokenizer.token_to_id('[BOS]')).",
+       lambda: __import__("datarax.text", fromlist=["x"]).TextTokenizer(_words, bos_id="[BOS]"))
 simple("text-documents-records", TEXT, "a documents function yielding records (dicts)",
        RecordError, "PackedTextSource: document 0 of pass 0 is a dict (keys ['id', 'text']), "
        "not str or bytes: the reader must yield each document's text, e.g. (record['text'] "

@@ -118,3 +118,17 @@ def test_a_mixture_corpus_that_is_not_a_reader_is_refused_naming_the_corpus() ->
     assert str(err.value) == (
         "MixedDocuments corpus 'books' is a datarax source (MemorySource), not a reader of "
         f"documents: {_HINT}")
+
+
+def test_a_special_token_given_as_its_text_is_told_to_pass_its_id() -> None:
+    from datarax.text import TextTokenizer
+
+    with pytest.raises(ConfigError) as err:
+        TextTokenizer(word_ids, bos_id="[BOS]")
+    assert str(err.value) == (
+        "TextTokenizer bos_id must be None or an int id >= 0, got '[BOS]' (a token; pass its "
+        "id: tokenizer.token_to_id('[BOS]'))."
+    )
+    with pytest.raises(ConfigError, match=r"^TextTokenizer eos_id must be None or an int id >= "
+                                          r"0, got -1\.$"):
+        TextTokenizer(word_ids, eos_id=-1)
