@@ -67,8 +67,8 @@ class RecordError(DataraxError):
 
 class SourceChangedError(DataraxError):
     """A file a source reads was written over while the source was open (a memory-mapped
-    file cut short or rewritten in place). It stops the read under every ``on_error``
-    policy: the records are not bad, the files are not the ones the source opened.
+    file cut short in place). It stops the read under every ``on_error`` policy: the
+    records are not bad, the file is not the one the source opened.
 
     ``path`` names the file.
     """

@@ -205,6 +205,23 @@ class SpecLess(DataSourceModule):
         return {"x": np.zeros(batch_size, np.int32)}
 
 
+class SpecNotADict(SpecLess):
+    """A stream whose element_spec() returns one spec, not a dict of fields."""
+
+    def element_spec(self) -> Any:
+        return jax.ShapeDtypeStruct((), np.int32)
+
+
+class KeylessReads(IndexedNoLen):
+    """An indexed source whose get_batch_at has no key parameter."""
+
+    def __len__(self) -> int:
+        return 6
+
+    def get_batch_at(self, start: Any, size: int) -> dict[str, Any]:  # type: ignore[override]
+        return {"x": jax.numpy.arange(size) + start}
+
+
 # ------------------------------------------------------------ MemorySourceConfig
 simple("memory-config-shuffle-str", "MemorySourceConfig", "shuffle='yes'", ConfigError,
        "MemorySourceConfig.shuffle must be a bool (True/False), got str 'yes'.",
@@ -669,7 +686,8 @@ simple("stream-big-endian", "Stream batches vs element_spec",
        lambda: drift(lambda n: {"x": np.zeros((n, 2), ">f4")}))
 simple("stream-strings-for-array", "Stream batches vs element_spec",
        "strings where an array is declared", SpecMismatchError,
-       "field 'x' is declared float32(2,) but holds strings",
+       "field 'x' is declared float32(2,) but holds strings (declare a text field as "
+       "TextSpec(), from datarax.core.spec)",
        lambda: drift(lambda n: {"x": ["a"] * n}))
 simple("stream-scalar-field", "Stream batches vs element_spec",
        "get_batch returns a field as one number, not a batch", SourceContractError,
@@ -1632,10 +1650,8 @@ def _npy_written_over(tmp: Path) -> None:
     path = _npy(tmp, x=np.arange(1000, dtype=np.int32))["x"]
     source = _npy_source(paths=path)
     try:
-        source.get_batch(10)
         np.save(path, np.zeros(5, np.int32))  # rewritten in place while the source is open
-        while source.get_batch(10) is not None:
-            pass
+        source.get_batch(10)
     finally:
         source.close()
 
@@ -1643,9 +1659,9 @@ def _npy_written_over(tmp: Path) -> None:
 case("npy-file-written-over", SOURCES_AND_STAGES,
      "an .npy file rewritten in place while a source reads it", SourceChangedError,
      "NpySource: '{tmp}/x.npy' was written over while the source reads it (it is "
-     "memory-mapped). Write a new file beside it and os.replace() it over the old one (the "
-     "source keeps reading the version it opened), or build a new source to read the new "
-     "data.")(_npy_written_over)
+     "memory-mapped: 4128 bytes opened, 148 now). Write a new file beside it and "
+     "os.replace() it over the old one (the source keeps reading the version it opened), or "
+     "build a new source to read the new data.")(_npy_written_over)
 
 
 def _npy_int64_overflow(tmp: Path) -> None:
@@ -3208,7 +3224,10 @@ case("ranged-not-array-record", RANGED, "a file of 256,000 other bytes", RecordE
 simple("custom-source-config-not-structural", "Custom sources",
        "a custom source built with a dict for its config", ConfigError,
        "ConfigPassing needs a StructuralConfig instance as its first argument, got dict. "
-       "Build one, e.g. ConfigPassing(StructuralConfig(), ...).",
+       "Define its config as a frozen dataclass deriving from StructuralConfig "
+       "(@dataclass(frozen=True) class ConfigPassingConfig(StructuralConfig): ...), build "
+       "ConfigPassing(ConfigPassingConfig(), ...), and pass it on first: "
+       "super().__init__(config, rngs=rngs, name=name).",
        lambda: ConfigPassing({"file_path": "rows.csv"}))
 _NO_SUBSETS = ("Dataset configs/variants (e.g. 'sst2' within 'glue') are not supported: pass a "
                "standalone dataset's name as name= (e.g. 'stanfordnlp/sst2').")
@@ -3247,6 +3266,48 @@ def run_case(c: BadInput, tmp: Path) -> BaseException:
 
 def expected_match(c: BadInput, tmp: Path) -> str:
     return c.match.replace("{tmp}", str(tmp))
+
+
+# ------------------------------------ writing a source (DataSourceModule, datasets objects)
+CUSTOM = "Custom sources; Hugging Face habits (datasets objects, load_dataset arguments)"
+
+simple("stream-element-spec-not-a-dict", CUSTOM,
+       "element_spec() returning one jax.ShapeDtypeStruct", SourceContractError,
+       "SpecNotADict.element_spec() returned ShapeDtypeStruct, not a dict of fields, e.g. "
+       "{'image': jax.ShapeDtypeStruct((28, 28), np.float32), 'text': TextSpec()} (TextSpec "
+       "from datarax.core.spec, for strings).",
+       lambda: pipe(source=SpecNotADict()).__iter__().__next__())
+simple("stream-ragged-records", CUSTOM,
+       "a list of records of lengths 1 and 2 in one field", SpecMismatchError,
+       "Drifting batch at record 4 of epoch 0 does not match element_spec(): field 'x' holds "
+       "records of different shapes (a ragged list), so they do not make one array: pad or "
+       "truncate them to one shape.",
+       lambda: drift(lambda n: {"x": [np.zeros(i + 1, np.float32) for i in range(n)]}))
+simple("source-read-method-signature", CUSTOM,
+       "get_batch_at(self, start, size) without the key parameter", SourceContractError,
+       "KeylessReads.get_batch_at(self, start, size) cannot be called as datarax calls it, "
+       "get_batch_at(0, 1, None): define it as get_batch_at(self, start, size, key=None).",
+       lambda: pipe(source=KeylessReads()).__iter__().__next__())
+simple("source-direct-without-base-init", CUSTOM,
+       "for record in source, whose __init__ skips super().__init__(config)",
+       SourceContractError,
+       "NoBaseInit was built without DataSourceModule.__init__, which gives a source its "
+       "position: call super().__init__(config, rngs=rngs, name=name) first in its __init__.",
+       lambda: list(NoBaseInit()))
+
+simple("hf-dataset-object-as-config", CUSTOM, "HFEagerSource(datasets.Dataset)",
+       ConfigError,
+       "HFEagerSource needs an HFEagerConfig, got Dataset. A datasets object is not read from "
+       "memory here: pass its columns to MemorySource(MemorySourceConfig(), "
+       "ds.with_format('numpy')[:]), or save it with ds.save_to_disk(folder) and pass "
+       "name=folder.",
+       lambda: _hf("HFEagerSource", __import__("datasets").Dataset.from_dict({"x": [1, 2]})),
+       needs=HF)
+simple("hf-config-data-files-dict", CUSTOM, "data_files={'train': 'a.parquet'}", ConfigError,
+       "HFEagerConfig.data_files holds the files of one split, not a dict of splits (got "
+       "['train']): pass that split's files with its name, e.g. data_files=files['train'], "
+       "split='train'.",
+       lambda: _hf("HFEagerConfig", data_files={"train": "a.parquet"}), needs=HF)
 
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:

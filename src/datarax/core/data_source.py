@@ -20,6 +20,8 @@ fields freely (``self._shard``, ``self._cursor``, ``self._length`` ...).
 from __future__ import annotations
 
 import enum
+import inspect
+import weakref
 from typing import Any, ClassVar
 
 import numpy as np
@@ -393,12 +395,50 @@ def check_contract(source: DataSourceModule) -> None:
         ...
         datarax.core.errors.SourceContractError: Nothing implements neither get_batch_at(...) ...
     """
+    name = type(source).__name__
     if source.kind is None:
         raise SourceContractError(
-            f"{type(source).__name__} implements neither get_batch_at(start, size, key) "
+            f"{name} implements neither get_batch_at(start, size, key) "
             "(random access, compiled path) nor get_batch(batch_size) (forward-only "
             "streaming). Implement one of them to use it as a data source."
         )
+    if getattr(source, "datarax_position", None) is None:  # set by DataSourceModule.__init__
+        raise SourceContractError(
+            f"{name} was built without DataSourceModule.__init__, which gives a source its "
+            "position: call super().__init__(config, rngs=rngs, name=name) first in its "
+            "__init__."
+        )
+    problem = _call_problem(type(source))
+    if problem is not None:
+        raise SourceContractError(problem)
+
+
+_CALL_PROBLEMS: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDictionary()
+
+
+def _call_problem(cls: type) -> str | None:
+    """Why datarax cannot call the read method of ``cls``'s kind as it does
+    (``get_batch_at(start, size, key)``, ``get_batch(batch_size)``), or None; once per class."""
+    if cls not in _CALL_PROBLEMS:
+        _CALL_PROBLEMS[cls] = None
+        reads = {SourceKind.INDEXED: ("get_batch_at", (0, 1, None), "start, size, key=None"),
+                 SourceKind.STREAM: ("get_batch", (1,), "batch_size")}
+        if cls.kind in reads:
+            method, arguments, form = reads[cls.kind]
+            try:
+                signature = inspect.signature(getattr(cls, method))
+            except (AttributeError, TypeError, ValueError):  # not introspectable: not checked
+                return None
+            try:
+                signature.bind(None, *arguments)  # None: self
+            except TypeError:
+                bare = signature.replace(  # the parameters' names only
+                    parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                    return_annotation=signature.empty)
+                _CALL_PROBLEMS[cls] = (
+                    f"{cls.__name__}.{method}{bare} cannot be called as datarax calls "
+                    f"it, {method}{arguments}: define it as {method}(self, {form}).")
+    return _CALL_PROBLEMS[cls]
 
 
 def length_or_none(source: Any) -> int | None:

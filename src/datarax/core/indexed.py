@@ -58,7 +58,8 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
                 setattr(cls, name, _checking_start(method, name))
 
     def __len__(self) -> int:  # pragma: no cover - abstract
-        raise TypeError(f"{type(self).__name__} must implement __len__")
+        raise TypeError(f"{type(self).__name__} implements get_batch_at but not __len__: "
+                        "define __len__(self), the number of records one epoch holds.")
 
     def supports_indexed_access(self) -> bool:
         """True: defining ``get_batch_at`` is what makes a source indexed (also

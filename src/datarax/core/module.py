@@ -41,8 +41,7 @@ class DataraxModule(nnx.Module):
         if not isinstance(config, StructuralConfig):
             raise ConfigError(
                 f"{type(self).__name__} needs a StructuralConfig instance as its first "
-                f"argument, got {type(config).__name__}. Build one, e.g. "
-                f"{type(self).__name__}({_config_hint(type(self))}(), ...)."
+                f"argument, got {type(config).__name__}. {_config_hint(type(self))}"
             )
         check_rngs(rngs, type(self).__name__)
         self.config = nnx.static(config)
@@ -113,19 +112,27 @@ def _meant_argument(cls: type, unknown: list[str]) -> str:
             "(not a setting of its config)?")
 
 def _config_hint(cls: type) -> str:
-    """The name of ``cls``'s config class: its ``config_class``, else the project's
-    ``XConfig`` naming where that class exists beside it, else ``StructuralConfig``
-    (a user's module need not name its config any one way)."""
-    if cls.config_class is not None:
-        return cls.config_class.__name__
+    """How to build the config of ``cls``: with its config class (its ``config_class``,
+    else the ``XConfig`` defined beside it), else, for a class of one's own, how to
+    define one and hand it to ``super().__init__``."""
+    name = cls.__name__
+    config = cls.config_class.__name__ if cls.config_class is not None else None
     module = sys.modules.get(cls.__module__)
-    for guess in (_named_config(cls.__name__), cls.__name__ + "Config"):
-        if isinstance(getattr(module, guess, None), type):
-            return guess
-    return "StructuralConfig"
+    for guess in (_named_config(name), name + "Config"):
+        if config is None and isinstance(getattr(module, guess, None), type):
+            config = guess
+    if config is not None:
+        return f"Build one, e.g. {name}({config}(), ...)."
+    if cls.__module__.split(".")[0] != "datarax":
+        return (f"Define its config as a frozen dataclass deriving from StructuralConfig "
+                f"(@dataclass(frozen=True) class {name}Config(StructuralConfig): ...), "
+                f"build {name}({name}Config(), ...), and pass it on first: "
+                "super().__init__(config, rngs=rngs, name=name).")
+    return f"Build one, e.g. {name}(StructuralConfig(), ...)."
 
 
 def _named_config(cls_name: str) -> str:
+    """The project's config naming: ``ArrayRecordSourceModule`` -> ``ArrayRecordSourceConfig``."""
     for suffix in ("Module", "Source"):
         if cls_name.endswith(suffix):
             return cls_name[: -len(suffix)] + suffix.replace("Module", "") + "Config"

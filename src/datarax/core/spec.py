@@ -26,7 +26,7 @@ import numpy as np
 
 # is_text_value / x64_enabled are re-exported here: the rules live in datarax.core.dtypes.
 from datarax.core.dtypes import declared_64bit, is_text_dtype, is_text_value, x64_enabled  # noqa: F401
-from datarax.core.errors import SpecMismatchError
+from datarax.core.errors import SourceContractError, SpecMismatchError
 # TextSpec is defined without JAX (decode workers compare records against it)
 from datarax.host.specs import ArraySpec, TextSpec, describe_field, host_field_spec
 
@@ -170,11 +170,31 @@ def checked_spec(source: Any) -> dict[str, Any]:
     per_source = _CHECKED.setdefault(source, {})
     x64 = x64_enabled()
     if x64 not in per_source:
-        spec = dict(source.element_spec())
+        spec = _declared(source)
         check_spec_x64(spec, where=f"{type(source).__name__}.element_spec()")
         _check_indexed_declaration(source, spec)
         per_source[x64] = spec
     return per_source[x64]
+
+
+def _declared(source: Any) -> dict[str, Any]:
+    """``source.element_spec()``, refused with :class:`SourceContractError` naming the
+    class unless it is a dict whose leaves are specs (``jax.ShapeDtypeStruct``, a
+    :class:`TextSpec`) or dicts of them."""
+    spec = source.element_spec()
+    where = f"{type(source).__name__}.element_spec()"
+    form = ("a dict of fields, e.g. {'image': jax.ShapeDtypeStruct((28, 28), np.float32), "
+            "'text': TextSpec()} (TextSpec from datarax.core.spec, for strings)")
+    if not isinstance(spec, Mapping):
+        raise SourceContractError(f"{where} returned {type(spec).__name__}, not {form}.")
+    for name, leaf in flatten_fields(spec).items():
+        if not isinstance(leaf, TextSpec) and not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise SourceContractError(
+                f"{where} declares field '{name}' as {type(leaf).__name__} {leaf!r}; each "
+                f"field is a jax.ShapeDtypeStruct (per record: shape without the batch "
+                f"axis) or a TextSpec. Return {form}."
+            )
+    return dict(spec)
 
 
 def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
@@ -222,7 +242,7 @@ def refuse_declared_64bit(source: Any) -> None:
     """
     try:
         checked_spec(source)
-    except SpecMismatchError:
+    except (SpecMismatchError, SourceContractError):
         raise
     except Exception:  # noqa: BLE001 - nothing declared to check
         return
@@ -311,11 +331,18 @@ def validate_batch(
                 bad(name, f"is declared text but holds "
                           f"{getattr(value, 'dtype', type(value).__name__)}")
             continue
-        if is_text_value(value):
-            bad(name, f"is declared {np.dtype(s.dtype).name}{tuple(s.shape)} but holds strings")
+        try:
+            shape = tuple(np.shape(value))[1:]
+            dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
+        except ValueError:  # a list of records of different shapes
+            bad(name, "holds records of different shapes (a ragged list), so they do not "
+                      "make one array: pad or truncate them to one shape")
             continue
-        shape = tuple(np.shape(value))[1:]
-        dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
+        if is_text_value(value) or is_text_dtype(dtype):
+            bad(name, f"is declared {np.dtype(s.dtype).name}{tuple(s.shape)} but holds "
+                      f"strings (declare a text field as TextSpec({shape or ''}), "
+                      "from datarax.core.spec)")
+            continue
         if shape != tuple(s.shape):
             bad(name, f"has per-record shape {shape}, declared {tuple(s.shape)}")
         declared = np.dtype(s.dtype)

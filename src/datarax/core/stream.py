@@ -76,6 +76,18 @@ def _check_batch_form(source: Any, batch: Any) -> None:
             )
 
 
+def _other_stream(source: StreamSource) -> str:
+    """Where a restored position the re-read pass ends before comes from: a different
+    stream, or (a stream without its own ``restart``) this one, not started over."""
+    if type(source).restart is not StreamSource.restart:
+        return "a different stream"
+    return (f"a different stream, or {type(source).__name__} was not started over: on a "
+            "restore datarax calls restart(epoch) and re-reads the records the position "
+            "covers, so a stream that keeps its own place (a counter, an open file, an "
+            "nnx.Variable restored with the rest) must implement restart(self, epoch) to "
+            "go back to the pass's first record")
+
+
 class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
     """Base of forward-only streams: implement ``get_batch(batch_size)`` (the next batch
     of at most ``batch_size`` records, text as lists of ``str``; ``None`` at the pass's
@@ -177,7 +189,7 @@ class StreamPass(HostState):
             skipped = self._get(source, min(self.to_skip, max(batch_size, 256)))
             if skipped is None:
                 raise past_the_end(type(source).__name__, source.epoch, source.index,
-                                   "a different stream")
+                                   _other_stream(source))
             read = batch_length(skipped)
             if read > self.to_skip:  # the stream ignored the size: keep the rest
                 raise StateError(

@@ -137,7 +137,23 @@ def check_config_type(source: str, config: Any, expected: type) -> None:
         got = type(config).__name__
         if isinstance(config, str):  # the dataset's name where the config goes
             got = f"str {config!r}. Call {source}({expected.__name__}(name={config!r}))"
-        raise ConfigError(f"{source} needs {article} {expected.__name__}, got {got}.")
+        raise ConfigError(f"{source} needs {article} {expected.__name__}, got {got}."
+                          + hf_dataset_hint(config))
+
+
+def hf_dataset_hint(value: Any) -> str:
+    """For a Hugging Face ``datasets`` object given where a dataset's name or a config
+    goes, the ways to read it (a sentence that starts with a space); else ``""``.
+
+    Example:
+        >>> hf_dataset_hint("imdb")
+        ''
+    """
+    if (type(value).__module__ or "").split(".")[0] != "datasets":
+        return ""
+    return (" A datasets object is not read from memory here: pass its columns to "
+            "MemorySource(MemorySourceConfig(), ds.with_format('numpy')[:]), or save it "
+            "with ds.save_to_disk(folder) and pass name=folder.")
 
 
 def empty_split(config: Any, where: str) -> DataraxError:

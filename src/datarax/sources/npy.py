@@ -156,7 +156,7 @@ class _Shards:
         self.files = files  # as the user named them (URLs for remote files)
         self.local = tuple(local or files)
         self.arrays = [_open(path, name) for path, name in zip(self.local, files)]
-        # each mapped file as opened: (inode, modified time, bytes the map needs)
+        # each mapped file as opened: (inode, bytes the map needs)
         self.opened = [_opened(path, array) for path, array in zip(self.local, self.arrays)]
         first = self.arrays[0]
         for path, array in zip(files, self.arrays):
@@ -197,21 +197,22 @@ class _Shards:
         return out
 
     def _check_unchanged(self, f: int) -> None:
-        """Refuse to read file ``f``'s map once the file was written over in place: a
-        map past a file cut short kills the process (SIGBUS), and a file rewritten in
-        place would mix two versions' records. A file replaced by another (``os.replace``)
-        or deleted is fine: the map keeps the version it opened."""
-        inode, modified, needs = self.opened[f]
+        """Refuse to read file ``f``'s map once the file was cut short in place (a
+        rewrite by ``numpy.save`` to the same path, say): a map read past a file's end
+        kills the process (SIGBUS). A rewrite of the same size is read as the file now
+        is; a file replaced by another (``os.replace``) or deleted is fine: the map keeps
+        the version it opened."""
+        inode, needs = self.opened[f]
         try:
             now = os.stat(self.local[f])
         except OSError:
             return
-        if now.st_ino == inode and (now.st_mtime_ns != modified or now.st_size < needs):
+        if now.st_ino == inode and now.st_size < needs:
             raise SourceChangedError(
                 f"{_WHERE}: '{self.files[f]}' was written over while the source reads it "
-                "(it is memory-mapped). Write a new file beside it and os.replace() it over "
-                "the old one (the source keeps reading the version it opened), or build a "
-                "new source to read the new data.",
+                f"(it is memory-mapped: {needs} bytes opened, {now.st_size} now). Write a "
+                "new file beside it and os.replace() it over the old one (the source keeps "
+                "reading the version it opened), or build a new source to read the new data.",
                 path=self.files[f],
             )
 
@@ -251,10 +252,9 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
     return array
 
 
-def _opened(path: str, array: np.ndarray) -> tuple[int, int, int]:
-    """``path``'s inode and modified time, and the bytes its map of ``array`` covers."""
-    info = os.stat(path)
-    return info.st_ino, info.st_mtime_ns, int(getattr(array, "offset", 0)) + array.nbytes
+def _opened(path: str, array: np.ndarray) -> tuple[int, int]:
+    """``path``'s inode and the bytes its map of ``array`` covers."""
+    return os.stat(path).st_ino, int(getattr(array, "offset", 0)) + array.nbytes
 
 
 #: what a bare void dtype (no fields) likely is, and what to do: numpy.save writes a

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from datarax.core.config import check_int
 from datarax.core.errors import ConfigError
-from datarax.sources._dataset_config import DatasetConfig, local_path
+from datarax.sources._dataset_config import DatasetConfig, hf_dataset_hint, local_path
 from datarax.sources.random_access import BadRecordFields
 from datarax.storage.urls import expand_user, path_list
 
@@ -28,12 +29,20 @@ class HFConfig(DatasetConfig):
         cls = type(self).__name__
         object.__setattr__(self, "name", local_path(self.name))
         if self.name is not None and not (isinstance(self.name, str) and self.name):
+            hint = hf_dataset_hint(self.name)  # a datasets object: named by its type
+            got = f"a {type(self.name).__name__}" if hint else repr(self.name)
             raise ConfigError(
                 f"{cls}.name must be a non-empty str (a Hub id, a local folder or file; a "
-                f"pathlib.Path is taken too) or None, got {self.name!r}.")
+                f"pathlib.Path is taken too) or None, got {got}.{hint}")
         if self.name is not None:  # a local folder or file: '~/data' is the home folder's
             object.__setattr__(self, "name", expand_user(self.name))
         files = self.data_files
+        if isinstance(files, Mapping):  # load_dataset's {split: files}
+            first = next(iter(files), "train")
+            raise ConfigError(
+                f"{cls}.data_files holds the files of one split, not a dict of splits "
+                f"(got {sorted(files)}): pass that split's files with its name, e.g. "
+                f"data_files=files[{first!r}], split={first!r}.")
         if files is not None:  # one path stays one str, a list becomes a tuple
             paths = path_list(files, f"{cls}.data_files (the files of split '{self.split}')")
             one = isinstance(files, (str, os.PathLike))
