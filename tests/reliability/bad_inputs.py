@@ -2551,6 +2551,43 @@ simple("text-documents-function-two-arguments", TEXT,
        "called as fn(epoch) or fn(). Bind the others first (functools.partial) or give them "
        "defaults.",
        lambda: __import__("datarax.text", fromlist=["x"]).FunctionDocuments(_shard_documents))
+simple("text-documents-a-source", TEXT, "a datarax source given as documents",
+       ConfigError, "documents is a datarax source (MemorySource), not a reader of documents: "
+       "read the text field of a source read forward (a Hugging Face stream, ArrayRecord, a "
+       "MixSource ...) with HFStreamDocuments(source, field='text'); an indexed source (in "
+       "memory, HFEagerSource) is read forward wrapped as ShuffleBufferSource(source, "
+       "buffer_size=1) (its own order); texts in a list: pass `lambda epoch: texts`.",
+       lambda: _packed(MemorySource(MemorySourceConfig(), {"text": ["a b", "c"]})))
+simple("text-stream-field-not-text", TEXT, "HFStreamDocuments over a numeric field",
+       ConfigError, "HFStreamDocuments: the field 'n' holds int32(), not one text per record "
+       "(fields: {'n': 'int32()', 'text': 'text()'}); pass field= naming the text field.",
+       lambda: __import__("datarax.text", fromlist=["x"]).HFStreamDocuments(
+           __import__("datarax.sources", fromlist=["x"]).ShuffleBufferSource(MemorySource(
+               MemorySourceConfig(), {"text": ["a", "b"], "n": np.arange(2, dtype=np.int32)}),
+               buffer_size=1), field="n"))
+def _parquet_int_column(tmp: Path) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from datarax.text import ParquetDocuments
+
+    pq.write_table(pa.table({"text": ["a", "b"], "n": [1, 2]}), tmp / "c.parquet")
+    return ParquetDocuments(str(tmp / "c.parquet"), column="n")
+
+
+case("text-parquet-column-not-text", TEXT, "ParquetDocuments(column=) naming an int column",
+     ConfigError, "ParquetDocuments: {tmp}/c.parquet column 'n' holds int64, not text (its "
+     "text columns: ['text']); pass column= naming the text column.",
+     needs="pyarrow")(_parquet_int_column)
+simple("text-special-token-as-text", TEXT, "TextTokenizer(bos_id='[BOS]'), the token's text",
+       ConfigError, "TextTokenizer bos_id must be None or an int id >= 0, got '[BOS]' (a token; "
+       "pass its id: tokenizer.token_to_id('[BOS]')).",
+       lambda: __import__("datarax.text", fromlist=["x"]).TextTokenizer(_words, bos_id="[BOS]"))
+simple("text-documents-records", TEXT, "a documents function yielding records (dicts)",
+       RecordError, "PackedTextSource: document 0 of pass 0 is a dict (keys ['id', 'text']), "
+       "not str or bytes: the reader must yield each document's text, e.g. (record['text'] "
+       "for record in records).",
+       lambda: _read_text(_packed(lambda epoch: [{"text": "a b", "id": 0}])))
 
 
 GRAPHS = "Graphs (DagOperator, SelectFields, Merge, Pipeline.from_dag)"
