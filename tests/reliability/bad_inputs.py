@@ -1525,6 +1525,19 @@ case("hf-image-does-not-decode", "Hugging Face",
      needs=HF)(_hf_bad_image)
 
 
+def _hf_empty_jsonl(tmp: Path) -> Any:
+    (tmp / "data").mkdir()
+    (tmp / "data" / "train.jsonl").write_bytes(b"")
+    return _hf("from_hf", str(tmp / "data"), "train", streaming=True)
+
+
+case("hf-local-files-all-empty", "Hugging Face",
+     "a local folder whose only data file is empty (0 bytes)", DataraxError,
+     "HFStreamingSource: cannot load dataset '{tmp}/data': every data file is empty "
+     "('{tmp}/data/train.jsonl'), so it holds no records. Write records into it, or point at "
+     "the files that hold them.", needs=HF)(_hf_empty_jsonl)
+
+
 def _tfds(cls: str, /, **kw: Any) -> Any:
     return getattr(__import__(TFDS, fromlist=["x"]), cls)(**kw)
 
