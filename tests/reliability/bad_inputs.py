@@ -2827,6 +2827,38 @@ case("cache-folder-others-may-write", STORAGE,
      "write it (mode 777)", needs="fsspec")(_cache_others_may_write)
 
 
+def _shard_deleted_after_build(tmp: Path) -> None:
+    import fsspec
+
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    write_dataset([{"i": np.int32(i)} for i in range(8)], tmp / "ds", shards=2)
+    memory = fsspec.filesystem("memory")
+    for path in sorted((tmp / "ds").iterdir()):
+        memory.pipe(f"/bad-inputs-deleted/ds/{path.name}", path.read_bytes())
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "memory://bad-inputs-deleted/ds",
+                                     cache=ShardCache(tmp / "cache", max_bytes="1M"))
+    memory.rm("/bad-inputs-deleted/ds/data-00000-of-00002.array_record")
+    try:
+        source.get_batch(4)
+    except RemoteObjectError as err:  # says what to do once: no bad record's generic advice
+        if "Fix or regenerate" in str(err):
+            raise AssertionError(f"two pieces of advice: {err}") from err
+        raise
+    finally:
+        source.close()
+
+
+case("storage-shard-deleted-after-build", STORAGE,
+     "a dataset's shard deleted from the bucket after the source was built", RemoteObjectError,
+     "cannot read record 0 of file 'memory://bad-inputs-deleted/ds/data-00000-of-00002."
+     "array_record': 'memory://bad-inputs-deleted/ds/data-00000-of-00002.array_record' is "
+     "missing from the store, though the dataset's metadata names it",
+     needs=AR)(_shard_deleted_after_build)
+
+
 def _unreachable_store() -> None:
     import s3fs
 
