@@ -1,8 +1,9 @@
 """What a ``SOURCE`` argument of the command line names, opened as a datarax source.
 
-The scheme decides; anything without one is an ArrayRecord path or glob:
+The scheme decides; anything without one (``scheme://`` URLs included) is ArrayRecord:
 
-* ``PATH`` or ``'GLOB'`` — ArrayRecord files, decoded by ``--decode module:function``
+* ``PATH``, ``'GLOB'`` or a URL (``s3://bucket/data``: any fsspec URL) — ArrayRecord
+  files, decoded by ``--decode module:function``
   (default: each record's size and first bytes); a dataset folder decodes itself from
   its metadata;
 * ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset, streamed (split ``train``);
@@ -144,8 +145,9 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
     scheme, rest = match.group(1).lower(), spec[match.end() :]
     if scheme not in SCHEMES:
         raise ConfigError(
-            f"unknown SOURCE scheme '{match.group(1)}:' in '{spec}'; use an ArrayRecord path or "
-            "glob, hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or py:MODULE:FUNCTION."
+            f"unknown SOURCE scheme '{match.group(1)}:' in '{spec}'; use an ArrayRecord path, "
+            "glob or URL (s3://bucket/data, gs://...), hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or "
+            "py:MODULE:FUNCTION."
         )
     if scheme == "py":
         module, sep, function = rest.rpartition(":")
