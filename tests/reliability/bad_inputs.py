@@ -2742,6 +2742,19 @@ case("arrayrecord-raw-records-of-different-lengths", READING,
      "text), e.g. ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': "
      "raw.decode()}); images of several sizes: decode=datarax.decode_images(...).",
      needs=AR)(_ar_raw_lengths)
+def _dataset_folder_in_a_list(tmp: Path) -> None:
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    write_dataset([{"i": np.int32(i)} for i in range(4)], tmp / "ds")
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), [str(tmp / "ds"), str(tmp / "ds")])
+
+
+case("arrayrecord-dataset-folder-in-a-list", READING,
+     "paths=[dataset_folder, dataset_folder] (two datasets read as one)", RecordError,
+     "It is a datarax dataset: give its folder alone (paths='{tmp}/ds'), not in a list; to "
+     "read several datasets as one, ConcatSource over a source of each.",
+     needs=AR)(_dataset_folder_in_a_list)
 case("cache-held-by-another-source-of-this-process", READING,
      "a second source of this process, through a cache folder the first one fills",
      CacheFullError, "held by another source in this process reading through the same "
