@@ -164,7 +164,8 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
 
 
 def _name_and_split(rest: str) -> tuple[str, str | None]:
-    """Split ``NAME[:SPLIT]`` at the last ``:`` outside brackets (``train[:10]`` is a split)."""
+    """Split ``NAME[:SPLIT]`` at the last ``:`` outside brackets (``train[:10]`` is a split)
+    that does not start a URL's ``://`` (``s3://bucket/*.jsonl`` is a name)."""
     depth = 0
     for i in range(len(rest) - 1, -1, -1):
         char = rest[i]
@@ -172,7 +173,7 @@ def _name_and_split(rest: str) -> tuple[str, str | None]:
             depth += 1
         elif char == "[":
             depth -= 1
-        elif char == ":" and depth == 0:
+        elif char == ":" and depth == 0 and not rest.startswith("//", i + 1):
             return rest[:i], rest[i + 1 :] or None
     return rest, None
 
