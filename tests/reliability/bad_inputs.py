@@ -2845,6 +2845,19 @@ case("arrayrecord-raw-records-of-different-lengths", READING,
      "text), e.g. ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': "
      "raw.decode()}); images of several sizes: decode=datarax.decode_images(...).",
      needs=AR)(_ar_raw_lengths)
+def _dataset_folder_in_a_list(tmp: Path) -> None:
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    write_dataset([{"i": np.int32(i)} for i in range(4)], tmp / "ds")
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), [str(tmp / "ds"), str(tmp / "ds")])
+
+
+case("arrayrecord-dataset-folder-in-a-list", READING,
+     "paths=[dataset_folder, dataset_folder] (two datasets read as one)", RecordError,
+     "It is a datarax dataset: give its folder alone (paths='{tmp}/ds'), not in a list; to "
+     "read several datasets as one, ConcatSource over a source of each.",
+     needs=AR)(_dataset_folder_in_a_list)
 case("cache-held-by-another-source-of-this-process", READING,
      "a second source of this process, through a cache folder the first one fills",
      CacheFullError, "held by another source in this process reading through the same "
@@ -2928,6 +2941,38 @@ case("cache-folder-others-may-write", STORAGE,
      "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
      "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "
      "write it (mode 777)", needs="fsspec")(_cache_others_may_write)
+
+
+def _shard_deleted_after_build(tmp: Path) -> None:
+    import fsspec
+
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    write_dataset([{"i": np.int32(i)} for i in range(8)], tmp / "ds", shards=2)
+    memory = fsspec.filesystem("memory")
+    for path in sorted((tmp / "ds").iterdir()):
+        memory.pipe(f"/bad-inputs-deleted/ds/{path.name}", path.read_bytes())
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "memory://bad-inputs-deleted/ds",
+                                     cache=ShardCache(tmp / "cache", max_bytes="1M"))
+    memory.rm("/bad-inputs-deleted/ds/data-00000-of-00002.array_record")
+    try:
+        source.get_batch(4)
+    except RemoteObjectError as err:  # says what to do once: no bad record's generic advice
+        if "Fix or regenerate" in str(err):
+            raise AssertionError(f"two pieces of advice: {err}") from err
+        raise
+    finally:
+        source.close()
+
+
+case("storage-shard-deleted-after-build", STORAGE,
+     "a dataset's shard deleted from the bucket after the source was built", RemoteObjectError,
+     "cannot read record 0 of file 'memory://bad-inputs-deleted/ds/data-00000-of-00002."
+     "array_record': 'memory://bad-inputs-deleted/ds/data-00000-of-00002.array_record' is "
+     "missing from the store, though the dataset's metadata names it",
+     needs=AR)(_shard_deleted_after_build)
 
 
 def _unreachable_store() -> None:
