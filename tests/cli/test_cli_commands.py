@@ -473,8 +473,9 @@ def test_bad_arguments_are_one_line_and_exit_2(data):
     [
         (
             ["inspect", "s3x:bucket/data"],
-            "unknown SOURCE scheme 's3x:' in 's3x:bucket/data'; use an ArrayRecord path or glob, "
-            "hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or py:MODULE:FUNCTION.",
+            "unknown SOURCE scheme 's3x:' in 's3x:bucket/data'; use an ArrayRecord path, glob or "
+            "URL (s3://bucket/data, gs://...), hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or "
+            "py:MODULE:FUNCTION.",
         ),
         (
             ["inspect", "py:no_such_module_x:make"],

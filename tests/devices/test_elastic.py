@@ -342,3 +342,26 @@ def test_a_filtered_pipeline_refuses_another_process_state_of_the_same_count():
     own = build(1)
     own.set_state(old[1].get_state())
     assert [int(x) for b in own for x in np.asarray(b["x"])] == list(range(24, 40))
+
+
+def test_a_restore_on_fewer_processes_keeps_the_global_batch_with_rebatch():
+    # two processes of 4 records a batch, restored on one that hands out 8 at a time
+    from datarax.pipeline import Pipeline, Rebatch
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    def build(index, count, batch_size=4):
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+                              {"x": np.arange(48, dtype=np.int32)})
+        return Pipeline(source=source, batch_size=batch_size, shard_index=index,
+                        shard_count=count, drop_remainder=True)
+
+    old = [build(i, 2) for i in range(2)]
+    served = [np.asarray(next(iter(p))["x"]).tolist() for p in old]
+    with pytest.raises(StateError, match=r"batch_size=4 but this pipeline has batch_size=8 "
+                                         r"\(each process's; .*Rebatch\(pipeline, group=k"):
+        build(0, 1, batch_size=8).set_state(old[0].get_state())
+    one = build(0, 1)
+    one.set_state(old[0].get_state())
+    rest = [np.asarray(b["x"]).tolist() for b in Rebatch(one, group=2)]
+    assert [len(b) for b in rest] == [8] * 5
+    assert sorted(sum(served + rest, [])) == list(range(48))

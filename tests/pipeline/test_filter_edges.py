@@ -19,7 +19,8 @@ def source(kind, tmp_path, n=20):
     if kind == "indexed":
         return MemorySource(MemorySourceConfig(), {"data": np.arange(n, dtype=np.int32)})
     path = tmp_path / f"x{n}.npy"
-    np.save(path, np.arange(n, dtype=np.int32))
+    if not path.exists():  # written over while an earlier source maps it: refused
+        np.save(path, np.arange(n, dtype=np.int32))
     return NpySource(NpySourceConfig(paths=str(path)))
 
 

@@ -760,7 +760,10 @@ simple("state-not-a-dict", "Pipeline state", "set_state('abc')", StateError,
        lambda: pipe().set_state("abc"))
 simple("state-other-batch-size", "Pipeline state", "a state from a pipeline with batch_size=3",
        StateError, "Pipeline state was saved with batch_size=3 but this pipeline has "
-       "batch_size=2; restore it into an identically configured pipeline.",
+       "batch_size=2 (each process's; to keep the global batch on another process count, "
+       "build it with the saved batch_size and join or cut its batches with "
+       "datarax.pipeline.Rebatch(pipeline, group=k or split=k)); restore it into an "
+       "identically configured pipeline.",
        lambda: pipe().set_state(state_of()), field="batch_size")
 simple("state-other-seed", "Pipeline state", "a state from a source with another seed",
        StateError, "Pipeline state was saved with source.seed=7 but this pipeline has source.seed=8",
@@ -803,6 +806,23 @@ simple("state-nnx-other-shard", "Pipeline state", "an nnx.state of shard 0 of 2 
        "position restored into it (nnx.update, or an Orbax restore of nnx.state) was saved "
        "from a source built with other settings: shard='0 of 1' differs (this source's "
        "values).", _nnx_into_other_process_count, field="shard")
+
+
+def _source_state_into_other_process_count() -> None:
+    saved = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=2)
+    next(iter(saved))
+    fresh = make_memory_pipeline(12, 3, shuffle=True, shard_index=0, shard_count=1)
+    fresh.source.set_state(saved.source.get_state())
+
+
+simple("source-state-other-shard", "Pipeline state", "a source's own state (source.get_state()"
+       ") of shard 0 of 2 restored with source.set_state on one process", StateError,
+       "MemorySource state was saved with shard='0 of 2' but this source has shard='0 of 1'; "
+       "restore it into an identically built source. Its position counts that share's "
+       "records: here it would serve some records twice and others never. To continue on "
+       "another process count, restore the pipeline's state (pipeline.set_state, or "
+       "datarax.checkpoint.restore of the pipeline): it re-splits the rest of the epoch.",
+       _source_state_into_other_process_count, field="shard")
 simple("state-other-source-kind", "Pipeline state", "a MemorySource state into a stream",
        StateError, "Pipeline state was saved with source='MemorySource' but this pipeline has "
        "source='CountingStream'",
@@ -1055,6 +1075,16 @@ simple("global-batch-unknown-axis", "Sharding and checkpoints", "global_batch(ax
 simple("global-batch-scalar-field", "Sharding and checkpoints", "a scalar field", ConfigError,
        "global_batch: field 'x' is a scalar; it needs a batch axis.",
        lambda: _global_batch(None, {"x": np.float32(1)}))
+simple("global-batch-int64-past-int32", "Sharding and checkpoints", "an int64 field holding "
+       "2**40 (x64 off)", RecordError, "global_batch: field 'x' is int64 and record 1 holds "
+       "1099511627776, outside the int32 range, so it cannot be cast to int32 without loss "
+       "while jax_enable_x64 is off.",
+       lambda: _global_batch(None, {"x": np.asarray([0, 2**40], np.int64)}))
+simple("global-batch-float64", "Sharding and checkpoints", "a float64 field (x64 off)",
+       ConfigError, "global_batch: field 'x' is float64 but jax_enable_x64 is off, and "
+       "datarax never narrows silently. Cast it yourself (value.astype(np.float32)), or "
+       "enable x64 with jax.config.update('jax_enable_x64', True).",
+       lambda: _global_batch(None, {"x": np.zeros(4)}))
 simple("checkpoint-data-not-dict", "Sharding and checkpoints",
        "a checkpoint whose data item is not a state dict", StateError,
        "the checkpoint's 'data' item holds list, not the state dict get_state() returned",
@@ -1501,6 +1531,19 @@ case("hf-image-does-not-decode", "Hugging Face",
      "HFEagerSource: field 'img' of record 0 of split 'train' does not decode as an image: "
      "UnidentifiedImageError: cannot identify image file",
      needs=HF)(_hf_bad_image)
+
+
+def _hf_empty_jsonl(tmp: Path) -> Any:
+    (tmp / "data").mkdir()
+    (tmp / "data" / "train.jsonl").write_bytes(b"")
+    return _hf("from_hf", str(tmp / "data"), "train", streaming=True)
+
+
+case("hf-local-files-all-empty", "Hugging Face",
+     "a local folder whose only data file is empty (0 bytes)", DataraxError,
+     "HFStreamingSource: cannot load dataset '{tmp}/data': every data file is empty "
+     "('{tmp}/data/train.jsonl'), so it holds no records. Write records into it, or point at "
+     "the files that hold them.", needs=HF)(_hf_empty_jsonl)
 
 
 def _tfds(cls: str, /, **kw: Any) -> Any:
@@ -2529,6 +2572,43 @@ simple("text-documents-function-two-arguments", TEXT,
        "called as fn(epoch) or fn(). Bind the others first (functools.partial) or give them "
        "defaults.",
        lambda: __import__("datarax.text", fromlist=["x"]).FunctionDocuments(_shard_documents))
+simple("text-documents-a-source", TEXT, "a datarax source given as documents",
+       ConfigError, "documents is a datarax source (MemorySource), not a reader of documents: "
+       "read the text field of a source read forward (a Hugging Face stream, ArrayRecord, a "
+       "MixSource ...) with HFStreamDocuments(source, field='text'); an indexed source (in "
+       "memory, HFEagerSource) is read forward wrapped as ShuffleBufferSource(source, "
+       "buffer_size=1) (its own order); texts in a list: pass `lambda epoch: texts`.",
+       lambda: _packed(MemorySource(MemorySourceConfig(), {"text": ["a b", "c"]})))
+simple("text-stream-field-not-text", TEXT, "HFStreamDocuments over a numeric field",
+       ConfigError, "HFStreamDocuments: the field 'n' holds int32(), not one text per record "
+       "(fields: {'n': 'int32()', 'text': 'text()'}); pass field= naming the text field.",
+       lambda: __import__("datarax.text", fromlist=["x"]).HFStreamDocuments(
+           __import__("datarax.sources", fromlist=["x"]).ShuffleBufferSource(MemorySource(
+               MemorySourceConfig(), {"text": ["a", "b"], "n": np.arange(2, dtype=np.int32)}),
+               buffer_size=1), field="n"))
+def _parquet_int_column(tmp: Path) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from datarax.text import ParquetDocuments
+
+    pq.write_table(pa.table({"text": ["a", "b"], "n": [1, 2]}), tmp / "c.parquet")
+    return ParquetDocuments(str(tmp / "c.parquet"), column="n")
+
+
+case("text-parquet-column-not-text", TEXT, "ParquetDocuments(column=) naming an int column",
+     ConfigError, "ParquetDocuments: {tmp}/c.parquet column 'n' holds int64, not text (its "
+     "text columns: ['text']); pass column= naming the text column.",
+     needs="pyarrow")(_parquet_int_column)
+simple("text-special-token-as-text", TEXT, "TextTokenizer(bos_id='[BOS]'), the token's text",
+       ConfigError, "TextTokenizer bos_id must be None or an int id >= 0, got '[BOS]' (a token; "
+       "pass its id: tokenizer.token_to_id('[BOS]')).",
+       lambda: __import__("datarax.text", fromlist=["x"]).TextTokenizer(_words, bos_id="[BOS]"))
+simple("text-documents-records", TEXT, "a documents function yielding records (dicts)",
+       RecordError, "PackedTextSource: document 0 of pass 0 is a dict (keys ['id', 'text']), "
+       "not str or bytes: the reader must yield each document's text, e.g. (record['text'] "
+       "for record in records).",
+       lambda: _read_text(_packed(lambda epoch: [{"text": "a b", "id": 0}])))
 
 
 GRAPHS = "Graphs (DagOperator, SelectFields, Merge, Pipeline.from_dag)"
@@ -2773,6 +2853,19 @@ case("arrayrecord-raw-records-of-different-lengths", READING,
      "text), e.g. ArrayRecordSourceModule(config, paths, decode=lambda raw: {'text': "
      "raw.decode()}); images of several sizes: decode=datarax.decode_images(...).",
      needs=AR)(_ar_raw_lengths)
+def _dataset_folder_in_a_list(tmp: Path) -> None:
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+
+    write_dataset([{"i": np.int32(i)} for i in range(4)], tmp / "ds")
+    ArrayRecordSourceModule(ArrayRecordSourceConfig(), [str(tmp / "ds"), str(tmp / "ds")])
+
+
+case("arrayrecord-dataset-folder-in-a-list", READING,
+     "paths=[dataset_folder, dataset_folder] (two datasets read as one)", RecordError,
+     "It is a datarax dataset: give its folder alone (paths='{tmp}/ds'), not in a list; to "
+     "read several datasets as one, ConcatSource over a source of each.",
+     needs=AR)(_dataset_folder_in_a_list)
 case("cache-held-by-another-source-of-this-process", READING,
      "a second source of this process, through a cache folder the first one fills",
      CacheFullError, "held by another source in this process reading through the same "
@@ -2856,6 +2949,38 @@ case("cache-folder-others-may-write", STORAGE,
      "a shard cache folder of mode 777 (DATARAX_CACHE_DIR=/tmp/shared-cache)", ConfigError,
      "the shard cache folder '{tmp}/cache' is not private to this user: group or others may "
      "write it (mode 777)", needs="fsspec")(_cache_others_may_write)
+
+
+def _shard_deleted_after_build(tmp: Path) -> None:
+    import fsspec
+
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    write_dataset([{"i": np.int32(i)} for i in range(8)], tmp / "ds", shards=2)
+    memory = fsspec.filesystem("memory")
+    for path in sorted((tmp / "ds").iterdir()):
+        memory.pipe(f"/bad-inputs-deleted/ds/{path.name}", path.read_bytes())
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "memory://bad-inputs-deleted/ds",
+                                     cache=ShardCache(tmp / "cache", max_bytes="1M"))
+    memory.rm("/bad-inputs-deleted/ds/data-00000-of-00002.array_record")
+    try:
+        source.get_batch(4)
+    except RemoteObjectError as err:  # says what to do once: no bad record's generic advice
+        if "Fix or regenerate" in str(err):
+            raise AssertionError(f"two pieces of advice: {err}") from err
+        raise
+    finally:
+        source.close()
+
+
+case("storage-shard-deleted-after-build", STORAGE,
+     "a dataset's shard deleted from the bucket after the source was built", RemoteObjectError,
+     "cannot read record 0 of file 'memory://bad-inputs-deleted/ds/data-00000-of-00002."
+     "array_record': 'memory://bad-inputs-deleted/ds/data-00000-of-00002.array_record' is "
+     "missing from the store, though the dataset's metadata names it",
+     needs=AR)(_shard_deleted_after_build)
 
 
 def _unreachable_store() -> None:

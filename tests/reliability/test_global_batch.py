@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 
+from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import ConfigError
 from datarax.sharding import data_mesh, global_batch, global_batches
 
@@ -36,3 +37,18 @@ def test_global_batches_over_a_pipeline_epoch():
 def test_data_mesh_needs_devices():
     with pytest.raises(ConfigError, match="data_mesh got no devices."):
         data_mesh(devices=[])
+
+
+def test_64_bit_integers_that_fit_are_placed_as_int32_and_others_refused():
+    # JAX would wrap 2**40 to 0 without a word while x64 is off
+    out = global_batch({"x": np.asarray([0, 7], np.int64)}, data_mesh())
+    assert out["x"].dtype == np.int32 and np.asarray(out["x"]).tolist() == [0, 7]
+    with pytest.raises(NarrowingError, match=r"field 'x' is int64 and record 1 holds "
+                                             r"1099511627776, outside the int32 range"):
+        global_batch({"x": np.asarray([0, 2**40], np.int64)}, data_mesh())
+
+
+def test_float64_is_refused_not_rounded():
+    with pytest.raises(ConfigError, match=r"field 'x' is float64 but jax_enable_x64 is off.*"
+                                          r"value.astype\(np.float32\)"):
+        global_batch({"x": np.zeros(2)}, data_mesh())

@@ -592,6 +592,26 @@ def test_eager_a_corrupt_data_file_is_named_as_such_not_as_a_missing_dataset(tmp
     assert "was not found" not in message
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_folder_of_empty_data_files_is_named_as_empty(tmp_path, streaming):
+    """datasets' own error for a folder whose data files are all empty is a bare
+    StopIteration; the files are named as empty instead (a non-empty file beside an empty
+    one reads as before)."""
+    from datarax.sources import from_hf
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(b"")
+    (folder / "b.jsonl").write_bytes(b"")
+    with pytest.raises(DataraxError, match=r"every data file is empty \('.*a\.jsonl', "
+                                           r"'.*b\.jsonl'\), so it holds no records") as err:
+        from_hf(str(folder), "train", streaming=streaming)
+    assert "StopIteration" not in str(err.value)
+    (folder / "b.jsonl").write_text('{"x": 1}\n{"x": 2}\n')
+    source = from_hf(str(folder), "train", streaming=streaming)
+    assert sorted(int(r["x"]) for r in source)[:2] == [1, 2]
+
+
 def test_a_column_of_another_type_in_a_later_file_reads_as_sentences(tmp_path):
     """Arrow's own message ends without a full stop: the hint starts a new sentence."""
     write_parquet(tmp_path / "data" / "train-00000-of-00002.parquet", {"text": np.arange(3)})

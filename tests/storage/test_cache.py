@@ -689,8 +689,11 @@ def test_a_cache_too_small_for_the_files_read_at_once_is_refused_when_built(tmp_
                                              r"bytes.*at least .*DATARAX_CACHE_BYTES"):
         build(2 * shard - 1, **window)
     with pytest.raises(CacheFullError, match=rf"cannot hold the 4 files.*take {4 * shard} bytes"
-                                             r".*shuffle_window=W instead of a global shuffle"):
+                                             r".*shuffle_window=W instead of a global shuffle"
+                                             ) as refused:
         build(4 * shard - 1, shuffle_files=True)  # a global shuffle reads every file at once
+    # every file is held already: no larger size "lets the next files download"
+    assert f"at least {4 * shard} bytes with DATARAX_CACHE_BYTES" in str(refused.value)
     src = build(2 * shard, num_epochs=2, **window)  # exactly one window: works, two epochs
     got = [int(r["x"][0]) for r in src]
     for epoch in (got[:40], got[40:]):

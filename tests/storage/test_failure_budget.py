@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import pathlib
 import socket
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import fsspec
 import numpy as np
 import pytest
+from waiting import eventually
 
 from datarax.errors import ConfigError
 from datarax.storage import RetryPolicy, StorageStats
@@ -185,3 +187,38 @@ def test_throttling_is_still_retried_within_the_budget(s3: S3, monkeypatch,
     fetcher.download(list_objects(s3.url("live/a.bin"))[0], str(part))
     assert part.read_bytes() == b"x" * 1000
     assert fetcher.stats.snapshot()["throttled"] == 2
+
+
+
+@pytest.mark.timeout(120)
+def test_stopping_the_shards_ends_a_readers_download_at_its_next_retry(
+        s3: S3, monkeypatch, tmp_path: pathlib.Path) -> None:
+    # a source's close stops its downloads before it waits for its reader threads: one
+    # retrying a failing store (here 503 on every GET) ends at its next retry, not after
+    # the budget (before: close waited up to DATARAX_RETRY_BUDGET, 60 s, after an error)
+    from datarax.storage import RemoteShards, ShardCache
+    from datarax.storage.fetch import DownloadStopped
+
+    monkeypatch.setenv("DATARAX_RETRY_BUDGET", "60")
+    s3.put("live/a.bin", b"x" * 1000)
+    s3.proxy.throttle(f"{s3.bucket}/live/a.bin", 10**6)
+    shards = RemoteShards(list_objects(s3.url("live/a.bin")),
+                          cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            shards.local_path(0)
+        except BaseException as err:  # noqa: BLE001 - the test asserts on it
+            outcome.append(err)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    eventually(lambda: s3.proxy.count("GET", "live/a.bin") >= 2)  # retrying
+    before = s3.proxy.count("GET", "live/a.bin")
+    shards.stop()
+    reader.join()
+    shards.close()
+    assert [type(err) for err in outcome] == [DownloadStopped]
+    # the attempt that may have begun before stop(), and the one after a backoff
+    assert s3.proxy.count("GET", "live/a.bin") - before <= 2

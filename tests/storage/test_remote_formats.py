@@ -182,6 +182,26 @@ def test_a_stream_from_s3_reads_like_the_local_files(s3: S3, tmp_path: pathlib.P
         assert read(remote, "t", batches=1)[0].startswith("r")
 
 
+@pytest.mark.parametrize("split", ["", ":train", ":train[:30]"])
+def test_the_cli_reads_an_hf_source_at_a_bucket_url(s3: S3, tmp_path: pathlib.Path, split: str,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # hf:s3://bucket/*.jsonl[:SPLIT]: the URL's '://' is not the split's ':' (before: the
+    # name 's3', the split '//bucket/...', looked up on the Hugging Face Hub)
+    pytest.importorskip("datasets")
+    from datarax.cli.main import main
+
+    folder = tmp_path / "jsonl"
+    folder.mkdir()
+    table_files(folder, "jsonl")
+    s3.upload_folder(folder, "jsonl")
+    monkeypatch.setenv("DATARAX_CACHE_DIR", str(tmp_path / "cache"))
+    target = f"hf:{s3.url('jsonl')}/train-*.jsonl{split}"
+    assert main(["scan", target, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["good"], report["bad"]) == (30 if split.endswith("]") else 40, 0)
+
+
 def test_an_eager_split_from_s3_is_loaded_like_the_local_one(s3: S3, tmp_path: pathlib.Path) -> None:
     pytest.importorskip("datasets")
     from datarax.sources import from_hf

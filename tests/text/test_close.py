@@ -112,6 +112,11 @@ def test_hf_stream_documents_close_their_stream() -> None:
         def element_spec(self) -> dict[str, Any]:
             return {"text": None}
 
+        def seek(self, epoch: int, index: int) -> None: ...
+
+        def get_batch_with_indices(self, size: int) -> tuple[None, None]:
+            return None, None
+
         def close(self) -> None:
             self.closes += 1
 

@@ -32,15 +32,14 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Protocol
 
 import jax
-import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.extras import require
+from datarax.sharding.agreement import every_process
 from datarax.storage.urls import expand_user, is_remote
 
 # Orbax is the `checkpoint` extra: a missing install says which pip command adds it.
@@ -88,18 +87,6 @@ def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> 
         )
 
 
-def _every_process_state(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """``state`` of every process, in process order (a collective: every process calls it)."""
-    from jax.experimental import multihost_utils
-
-    raw = np.frombuffer(json.dumps(state).encode(), np.uint8)
-    sizes = np.asarray(multihost_utils.process_allgather(np.asarray([raw.size], np.int32)))
-    padded = np.zeros(int(sizes.max()), np.uint8)
-    padded[: raw.size] = raw
-    every = np.asarray(multihost_utils.process_allgather(padded))
-    return [json.loads(every[i, : int(sizes[i, 0])].tobytes()) for i in range(len(every))]
-
-
 def data_save_args(data: Stateful) -> ocp.args.JsonSave:
     """``ocp.args.JsonSave`` of ``data.get_state()``, for a ``Composite`` item.
 
@@ -107,7 +94,7 @@ def data_save_args(data: Stateful) -> ocp.args.JsonSave:
     gathers every process's state (``{"process_states": [...]}``)."""
     state = data.get_state()
     if jax.process_count() > 1:
-        state = {PROCESS_STATES: _every_process_state(state)}
+        state = {PROCESS_STATES: every_process(state)}
     return ocp.args.JsonSave(state)
 
 

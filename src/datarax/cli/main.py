@@ -14,7 +14,8 @@ import os
 import sys
 
 SOURCE_HELP = (
-    "ArrayRecord path or glob, hf:NAME_OR_PATH[:SPLIT], tfds:NAME[:SPLIT] or "
+    "ArrayRecord path, glob or URL (s3://bucket/data, gs://...), hf:NAME_OR_PATH[:SPLIT], "
+    "tfds:NAME[:SPLIT] or "
     "py:MODULE:FUNCTION (a function returning a source or a Pipeline)"
 )
 

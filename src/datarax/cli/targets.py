@@ -1,8 +1,9 @@
 """What a ``SOURCE`` argument of the command line names, opened as a datarax source.
 
-The scheme decides; anything without one is an ArrayRecord path or glob:
+The scheme decides; anything without one (``scheme://`` URLs included) is ArrayRecord:
 
-* ``PATH`` or ``'GLOB'`` — ArrayRecord files, decoded by ``--decode module:function``
+* ``PATH``, ``'GLOB'`` or a URL (``s3://bucket/data``: any fsspec URL) — ArrayRecord
+  files, decoded by ``--decode module:function``
   (default: each record's size and first bytes); a dataset folder decodes itself from
   its metadata;
 * ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset, streamed (split ``train``);
@@ -144,8 +145,9 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
     scheme, rest = match.group(1).lower(), spec[match.end() :]
     if scheme not in SCHEMES:
         raise ConfigError(
-            f"unknown SOURCE scheme '{match.group(1)}:' in '{spec}'; use an ArrayRecord path or "
-            "glob, hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or py:MODULE:FUNCTION."
+            f"unknown SOURCE scheme '{match.group(1)}:' in '{spec}'; use an ArrayRecord path, "
+            "glob or URL (s3://bucket/data, gs://...), hf:NAME[:SPLIT], tfds:NAME[:SPLIT] or "
+            "py:MODULE:FUNCTION."
         )
     if scheme == "py":
         module, sep, function = rest.rpartition(":")
@@ -162,7 +164,8 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
 
 
 def _name_and_split(rest: str) -> tuple[str, str | None]:
-    """Split ``NAME[:SPLIT]`` at the last ``:`` outside brackets (``train[:10]`` is a split)."""
+    """Split ``NAME[:SPLIT]`` at the last ``:`` outside brackets (``train[:10]`` is a split)
+    that does not start a URL's ``://`` (``s3://bucket/*.jsonl`` is a name)."""
     depth = 0
     for i in range(len(rest) - 1, -1, -1):
         char = rest[i]
@@ -170,7 +173,7 @@ def _name_and_split(rest: str) -> tuple[str, str | None]:
             depth += 1
         elif char == "[":
             depth -= 1
-        elif char == ":" and depth == 0:
+        elif char == ":" and depth == 0 and not rest.startswith("//", i + 1):
             return rest[:i], rest[i + 1 :] or None
     return rest, None
 

@@ -183,6 +183,15 @@ def config_settings(config: StructuralConfig) -> dict[str, Any]:
     return ordered
 
 
+# what a state of another share would do, and the restore that re-splits an epoch
+_SHARD_NOTE = (
+    " Its position counts that share's records: here it would serve some records twice "
+    "and others never. To continue on another process count, restore the pipeline's "
+    "state (pipeline.set_state, or datarax.checkpoint.restore of the pipeline): it "
+    "re-splits the rest of the epoch."
+)
+
+
 def check_settings(saved: Any, current: dict[str, Any], where: str) -> None:
     """Refuse ``saved`` settings unless they equal ``current``, naming the first
     setting (in ``current``'s order) that differs, or, where one side lacks it, both
@@ -213,6 +222,7 @@ def check_settings(saved: Any, current: dict[str, Any], where: str) -> None:
         if saved.get(key) != current.get(key):
             raise StateError(
                 f"{where} state was saved with {key}={saved.get(key)!r} but this source has "
-                f"{key}={current.get(key)!r}; restore it into an identically built source.",
+                f"{key}={current.get(key)!r}; restore it into an identically built source."
+                + _SHARD_NOTE * (key == "shard"),
                 field=key,
             )

@@ -205,14 +205,28 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         share's records: another process's, or another count's, is refused) and its
         number of records (when known: a shuffled order is a permutation of them): what
         a position restored with ``nnx.update`` must have been saved under."""
-        share = self.__shard
         settings = {"class": type(self).__name__, **self.order_settings(),
-                    "shard": f"{share.index} of {share.count}" + " padded" * share.padded}
+                    "shard": self.__share_setting()}
         try:
             records = len(self)
         except Exception:  # noqa: BLE001 - a stream, or a length known only once read
             return settings
         return {**settings, "records": int(records)}
+
+    def __share_setting(self) -> str:
+        share = self.__shard
+        return f"{share.index} of {share.count}" + " padded" * share.padded
+
+    def _saved_settings(self, *, restoring: bool = False) -> dict[str, Any]:
+        """:meth:`order_settings` plus ``"shard"`` (``"0 of 2"``): what :meth:`get_state`
+        saves (the shard only for a share of several, a position counting that share's
+        records) and a restore compares (``restoring``: always; a state saved without a
+        shard is compared without it)."""
+        settings = self.order_settings()
+        share = self.__shard
+        if restoring or share.count > 1 or share.padded:
+            settings["shard"] = self.__share_setting()
+        return settings
 
     # ----------------------------------------------------------------- position
     @property
@@ -255,7 +269,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
             datarax.core.errors.StateError: MemorySource state was saved with seed=1 but this source has seed=2; restore it into an identically built source.
         """
         state: dict[str, Any] = self.datarax_position.get_state()
-        settings = self.order_settings()
+        settings = self._saved_settings()
         if any(k not in SEED_SWITCHES or v for k, v in settings.items()):
             state["settings"] = settings
         return state
@@ -265,7 +279,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         Pipeline fed by this source continues from here on its next ``iter()``."""
         epoch, index = self.datarax_position.check_state(
             state, length=self.epoch_size(), where=type(self).__name__,
-            settings=self.order_settings(),
+            settings=self._saved_settings(restoring=True),
         )
         self.seek(epoch, index)
 

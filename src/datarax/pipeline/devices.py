@@ -8,7 +8,9 @@ pipeline and every batch moved to the default device, or the mesh, after
 
 ``Pipeline(..., sharding=...)`` resolves its argument to a
 :class:`~datarax.sharding.placement.BatchPlacement` here, once, and refuses a batch
-size that cannot split over this process's devices before any record is read. The
+size that cannot split over this process's devices before any record is read, and,
+under several processes, a pipeline built otherwise on another process
+(:func:`check_processes_agree`). The
 iterator then places every batch as it is prepared (so ``prefetch`` batches wait
 already on the devices): indexed sources right after their compiled step, host
 sources in place of the plain host→device copy.
@@ -29,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from datarax.core.errors import ConfigError
+from datarax.pipeline.state import settings
+from datarax.sharding.agreement import check_same_everywhere
 from datarax.sharding.placement import BatchPlacement
 
 if TYPE_CHECKING:
-    from datarax.pipeline.plan import PipelinePlan
+    from datarax.pipeline.plan import PassContext, PipelinePlan
     from datarax.pipeline.stats import PipelineStats
 
 
@@ -116,6 +120,18 @@ def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> B
             f"not split over this process's {split} device(s); set drop_remainder=True."
         )
     return placement
+
+
+def check_processes_agree(context: PassContext) -> None:
+    """Under several processes with ``sharding=``, refuse a pipeline built otherwise on
+    another process (one collective, when the pipeline is built): its batches would be
+    joined into global arrays of mismatched shares, or a collective would wait forever
+    for a process that ran out of batches. The shard's index is each process's own."""
+    if context.plan.placement is None or jax.process_count() == 1:
+        return
+    mine = settings(context)
+    mine["shard"] = mine["shard"][1]  # the count must agree; the index is the process's
+    check_same_everywhere(mine, "Pipeline(sharding=...) under several processes")
 
 
 def place_batch(

@@ -97,8 +97,9 @@ def array_fields(spec: Any) -> ArrayFields | None:
     """
     if not isinstance(spec, dict) or not spec:
         return None
-    if not all(isinstance(s, jax.ShapeDtypeStruct) for s in spec.values()):
-        return None
+    if not all(isinstance(s, jax.ShapeDtypeStruct) and np.dtype(s.dtype).isnative
+               and np.dtype(s.dtype).kind not in "OUSMm" for s in spec.values()):
+        return None  # (a declared byte order or dtype JAX does not hold: the full check)
     return tuple(sorted((name, tuple(s.shape), np.dtype(s.dtype)) for name, s in spec.items()))
 
 

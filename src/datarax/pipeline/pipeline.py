@@ -18,7 +18,7 @@ from datarax.core.operator import OperatorModule, warn_unseeded
 from datarax.core.source_copy import deepcopy_module
 from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
-from datarax.pipeline.devices import check_stages_on, placement_for
+from datarax.pipeline.devices import check_processes_agree, check_stages_on, placement_for
 from datarax.host.counts import check_count
 from datarax.pipeline.epochs import EmptyPasses, Repeat, Take
 from datarax.pipeline.filtered import check_filter
@@ -165,6 +165,7 @@ class Pipeline(nnx.Module):
         self.key = nnx.Variable(key)
         self.key_count = nnx.Variable(draws)
         self.__held = PipelineSession(self.__anchor())
+        check_processes_agree(self._context())
         at = filter_position(list(stages))
         if at is not None:
             check_filter(source, list(stages), at, self._spec_after, self.plan)

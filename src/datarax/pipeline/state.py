@@ -58,6 +58,9 @@ from datarax.core.stage_digest import SEES, digest, stages_fingerprint
 
 STATE_VERSION = 4
 _DIGEST_HINTS = {
+    "batch_size": " (each process's; to keep the global batch on another process count, "
+    "build it with the saved batch_size and join or cut its batches with "
+    "datarax.pipeline.Rebatch(pipeline, group=k or split=k))",
     "stages": f" ({SEES}; build the same stages)",
     "rngs": " (digests of the keys the pipeline and its stages draw from; build it with "
     "the same rngs seed)",

@@ -30,8 +30,25 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
 from datarax.core.owned import owned_device_put, unshared
-from datarax.core.dtypes import is_host_leaf
+from datarax.core.dtypes import fit_column, is_64bit, is_host_leaf, x64_enabled
 from datarax.typing import Batch
+
+
+def _fitted(name: str, value: Any, where: str) -> Any:
+    """``value`` as the devices will hold it while ``jax_enable_x64`` is off: 64-bit
+    integers cast to 32 bits when every value fits (else ``NarrowingError``), float64
+    refused (JAX would round it to float32 without a word, and wrap such integers)."""
+    if isinstance(value, jax.Array) or x64_enabled():
+        return value
+    dtype = np.asarray(value).dtype
+    if dtype.kind == "f" and is_64bit(dtype):
+        raise ConfigError(
+            f"{where}: field '{name}' is {dtype.name} but jax_enable_x64 is off, and datarax "
+            "never narrows silently. Cast it yourself (value.astype(np.float32)), or enable "
+            "x64 with jax.config.update('jax_enable_x64', True)."
+        )
+    return fit_column(name, value, where=where, cast_float64=False,
+                      drop_hint="leave the field out of the batch (records count its rows)")
 
 
 def _axes(entry: Any) -> tuple[str, ...]:
@@ -145,6 +162,7 @@ class BatchPlacement:
             if isinstance(value, Mapping):
                 out[name] = self.place(value, f"{where}, field '{name}'")
                 continue
+            value = _fitted(name, value, where)
             ndim = np.ndim(value)
             if ndim == 0:
                 raise ConfigError(f"{where}: field '{name}' is a scalar; it needs a batch axis.")

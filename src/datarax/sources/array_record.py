@@ -484,6 +484,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         if self._closed:
             return
         self._closed = True
+        self._data.stop()  # the reader threads' downloads end before they are waited for
         try:
             super().close()
         finally:

@@ -165,6 +165,12 @@ class ArrayRecordFiles:
             return remote.reading(f, read)  # a copy damaged on the local disk: fetched again
         return self._reader(f).read(positions)
 
+    def stop(self) -> None:
+        """Stop the downloads (read-ahead's and the readers' own) at their next request or
+        retry, so that closing does not wait out a failing store's retries."""
+        if self.remote is not None:
+            self.remote.stop()
+
     def close(self) -> None:
         """Close the open readers. Never raises: a reader whose file was deleted or
         truncated reports that again when closed, but each read of it already raised

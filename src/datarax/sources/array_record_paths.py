@@ -30,8 +30,17 @@ def resolve_paths(paths: PathsLike) -> list[str]:
     """
     return local_files(path_list(paths, "ArrayRecordSourceModule paths"),
                        "ArrayRecordSourceModule",
-                       folder_hint=lambda path: " A folder is read whole only when it holds a "
-                       f"datarax dataset's {METADATA_FILE}." + _image_folder_hint(path))
+                       folder_hint=_folder_hint)
+
+
+def _folder_hint(path: str) -> str:
+    """Why a folder in ``paths`` is not read, and what to do."""
+    if os.path.isfile(os.path.join(path, METADATA_FILE)):  # a dataset, given in a list
+        return (" It is a datarax dataset: give its folder alone (paths='" + path + "'), "
+                "not in a list; to read several datasets as one, ConcatSource over a source "
+                "of each.")
+    return (f" A folder is read whole only when it holds a datarax dataset's {METADATA_FILE}."
+            + _image_folder_hint(path))
 
 
 def _image_folder_hint(path: str) -> str:

@@ -92,7 +92,9 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     path, in_file = place
     detail = describe_cause(cause)
     when = "" if epoch is None else f" (epoch {epoch})"
-    if skipping:  # skipping already (no record of the first few decodes)
+    if isinstance(cause, RemoteObjectError):  # a file gone or changed: its text says what to do
+        hint = ""
+    elif skipping:  # skipping already (no record of the first few decodes)
         hint = "Fix or regenerate the file, or the decode if it is what raised."
     elif isinstance(cause, NarrowingError):  # a setting to change, not a broken file
         hint = ("The record is otherwise readable: do as above, or construct the source "
@@ -102,7 +104,7 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
             "Fix or regenerate the file (or the decode, if it is what raised), or "
             "construct the source with on_error='skip' to drop bad records (they are "
             "counted and reported).")
-    message = f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}"
+    message = f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}".rstrip()
     if isinstance(cause, RemoteObjectError):  # still the store's error: except clauses catch it
         err: RecordError = RemoteObjectError(message, url=cause.url, index=in_file)
     else:
@@ -301,7 +303,7 @@ class SkipCounts:
         records than it passed."""
         epoch, index = self.datarax_position.check_state(  # type: ignore[attr-defined]
             state, length=length, where=where,
-            settings=self.order_settings(),  # type: ignore[attr-defined]
+            settings=self._saved_settings(restoring=True),  # type: ignore[attr-defined]
         )
         skipped = saved_count(state, "skipped", where, default=0, at_most=index,
                               meaning=f"records skipped as bad before position {index}")

@@ -59,7 +59,9 @@ class FetchErrors:
         if changed:
             return self._changed(obj, changed)
         self.stats.add("failed")
-        return store or RemoteObjectError(f"cannot read '{obj.url}': {err}", url=obj.url)
+        return store or RemoteObjectError(
+            f"cannot read '{obj.url}': {err}. Check the object in the store, or read with "
+            "on_error='skip' to skip its records.", url=obj.url)
 
     def _now_differs(self, fs: Any, path: str, obj: RemoteObject) -> str | None:
         """How ``obj`` differs in the store now from when it was listed (one request), or None."""

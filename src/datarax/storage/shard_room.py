@@ -52,13 +52,15 @@ class ShardRoom:
                     f"file for a global shuffle): the largest {self.behind} take {need} bytes")
         unit = "blocks" if blocks else "files"
         comfortable = need + sum(sizes[self.behind:2 * self.behind])
+        ahead = (f" ({comfortable} lets the next {unit} download while these are read)"
+                 if comfortable > need else "")  # a global shuffle holds every file already
         fewer = ("a smaller shuffle_window or shuffle_block" if blocks else
                  "a smaller shuffle_window, or shuffle_window=W instead of a global shuffle; "
                  "with shuffle_block='8M' too, windows of W blocks of 8 MB of the files, "
                  "downloaded a block at a time: the cache then needs about two windows")
         raise CacheFullError(
-            f"{what}. Raise the limit to at least {need} bytes ({comfortable} lets the next "
-            f"{unit} download while these are read) with DATARAX_CACHE_BYTES or the source's "
+            f"{what}. Raise the limit to at least {need} bytes{ahead} with DATARAX_CACHE_BYTES "
+            "or the source's "
             f"cache=ShardCache(..., max_bytes=...), or read fewer {unit} at once ({fewer}).")
 
     def _make_room(self, wanted: int, full: CacheFullError, deadline: float,

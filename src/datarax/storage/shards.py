@@ -134,7 +134,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         self._stats = stats if stats is not None else StorageStats()
         self.parallel = parallel
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats,
-                               parallel=parallel, cancelled=lambda: self._closed)
+                               parallel=parallel, cancelled=lambda: self._stopped)
         fits = sum(o.size for o in self.objects) <= self.cache.max_bytes
         self._largest = max(o.size for o in self.objects)
         self.handle_limit = handles if handles is not None else (
@@ -151,7 +151,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         self._handles = OpenHandles(self.handle_limit)
         self._rechecked: set[int] = set()  # files whose cached copy a failed read checked
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._closed = False
+        self._closed = self._stopped = False
         self._full_at = -2  # progress at which the cache was found full (read-ahead waits)
         self._wanting_room = 0  # readers waiting for room: read-ahead stands back
         self._order = FileOrder(len(self.objects))  # no plan yet
@@ -473,13 +473,17 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         out["cache_dir"] = self.cache.directory
         return out
 
+    def stop(self) -> None:
+        """Stop every download (readers' own too) at its next request or retry."""
+        self._stopped = True
+
     def close(self) -> None:
         """Stop read-ahead (a download in progress stops at its next range request, nothing
         partial kept), close the handles and release the cached files (they stay in the
         cache for the next run)."""
         self._end_hold()
         with self._lock:
-            self._closed = True
+            self._closed = self._stopped = True
             pool, self._pool = self._pool, None
             handles = self._handles.close()
             self._notify()

@@ -183,7 +183,8 @@ class ParquetDocuments(_FileReader):
     """Documents from the string (or binary) ``column`` of Parquet files, in file order.
 
     Arguments and errors as :class:`JsonlDocuments` (``column`` for ``field``); a file
-    without ``column`` is a ConfigError, one that is not Parquet a RecordError. Restoring
+    without ``column``, or whose ``column`` is not text (strings or binary), is a
+    ConfigError, one that is not Parquet a RecordError. Restoring
     skips whole row groups by the file metadata. Needs ``pyarrow`` (the ``hf`` extra).
 
     Example:
@@ -222,6 +223,14 @@ class ParquetDocuments(_FileReader):
                 f"ParquetDocuments: {name} has no column '{self.column}' (columns: {names}); "
                 "pass column= naming the text column."
             )
+        schema = meta.schema_arrow
+        kind = schema.field(self.column).type
+        if not _is_text_type(kind) and str(kind) != "null":  # only nulls: each one reported
+            texts = [f.name for f in schema if _is_text_type(f.type)]
+            raise ConfigError(
+                f"ParquetDocuments: {name} column '{self.column}' holds {kind}, not text (its "
+                f"text columns: {texts}); pass column= naming the text column."
+            )
         return [meta.metadata.row_group(g).num_rows for g in range(meta.num_row_groups)]
 
     def num_documents(self) -> int:
@@ -249,6 +258,17 @@ class ParquetDocuments(_FileReader):
 
     def describe(self, epoch: int, index: int) -> str:
         return self._where(index, [sum(g) for g in self._groups], "row", 0)
+
+
+_TEXT_TYPES = frozenset({"string", "large_string", "binary", "large_binary", "string_view",
+                         "binary_view"})
+
+
+def _is_text_type(kind: Any) -> bool:
+    """Whether a Parquet column of the Arrow type ``kind`` holds one text per row."""
+    if str(kind).startswith("dictionary<"):
+        kind = kind.value_type  # dictionary-encoded text
+    return str(kind) in _TEXT_TYPES
 
 
 def _cell(value: Any, column: str) -> Any:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from datarax.core.errors import ConfigError
+from datarax.host.specs import describe_field
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,17 @@ def _takes_argument(fn: Callable[..., Any]) -> bool:
     return bool(positional)
 
 
+_FORWARD_HINT = (
+    "read the text field of a source read forward (a Hugging Face stream, ArrayRecord, a "
+    "MixSource ...) with HFStreamDocuments(source, field='text'); an indexed source (in "
+    "memory, HFEagerSource) is read forward wrapped as ShuffleBufferSource(source, "
+    "buffer_size=1) (its own order); texts in a list: pass `lambda epoch: texts`."
+)
+
+
 class HFStreamDocuments:
-    """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`.
+    """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`,
+    or of any source read forward (ArrayRecord, ``MixSource``, ``ShuffleBufferSource`` ...).
 
     ``seek(epoch, 0)`` opens a pass and ``get_batch_with_indices`` reads it; resuming at
     document ``start`` reads past the ones before it. Give the source to this reader only
@@ -130,11 +140,24 @@ class HFStreamDocuments:
     """
 
     def __init__(self, source: Any, field: str = "text", chunk: int = 1024) -> None:
+        if not all(hasattr(source, m) for m in ("seek", "get_batch_with_indices")):
+            raise ConfigError(
+                f"HFStreamDocuments reads a source forward (seek, get_batch_with_indices), "
+                f"which {type(source).__name__} does not: {_FORWARD_HINT}"
+            )
         spec = source.element_spec()
         if field not in spec:
             raise ConfigError(
                 f"HFStreamDocuments: the stream has no field '{field}' (fields: "
                 f"{sorted(spec)}); pass field= naming the text field."
+            )
+        held = spec[field]
+        if hasattr(held, "dtype") or getattr(held, "shape", ()) != ():
+            raise ConfigError(
+                f"HFStreamDocuments: the field '{field}' holds {describe_field(held)}, not one "
+                f"text per record (fields: "
+                f"{ {k: describe_field(v) for k, v in sorted(spec.items())} }); pass field= "
+                "naming the text field."
             )
         self.source = source
         self.field = field
@@ -211,8 +234,9 @@ def close_reader(reader: Any) -> None:
         closer()
 
 
-def as_reader(documents: Any) -> Any:
-    """``documents`` as a reader: readers pass through, functions are wrapped.
+def as_reader(documents: Any, who: str = "documents") -> Any:
+    """``documents`` as a reader: readers pass through, functions are wrapped; ``who``
+    names the argument in messages.
 
     Example:
         >>> list(as_reader(lambda: ["a", "b"]).read(0, 0))
@@ -220,10 +244,15 @@ def as_reader(documents: Any) -> Any:
     """
     if all(hasattr(documents, m) for m in ("read", "describe", "num_documents")):
         return documents
+    if hasattr(documents, "element_spec"):
+        raise ConfigError(
+            f"{who} is a datarax source ({type(documents).__name__}), not a reader of "
+            f"documents: {_FORWARD_HINT}"
+        )
     if callable(documents):
         return FunctionDocuments(documents)
     raise ConfigError(
-        f"documents must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
+        f"{who} must be a reader (FunctionDocuments, JsonlDocuments, ParquetDocuments, "
         f"HFStreamDocuments, MixedDocuments) or a function returning an iterable per pass, got "
         f"{type(documents).__name__}. Wrap a list as `lambda epoch: my_list`."
     )

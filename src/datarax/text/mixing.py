@@ -76,7 +76,7 @@ class MixedDocuments:
             documents_per_epoch, "MixedDocuments documents_per_epoch", 1)
         seed = check_count(seed, "MixedDocuments seed", 0)
         self.names = list(corpora)
-        self.readers = [as_reader(corpora[n]) for n in self.names]
+        self.readers = [as_reader(corpora[n], f"MixedDocuments corpus '{n}'") for n in self.names]
         w = np.array([float(weights[n]) for n in self.names])
         self.weights = np.round(w / w.sum(), 12)  # shares: 4:2 and 2:1 draw alike
         self._edges = np.cumsum(self.weights)

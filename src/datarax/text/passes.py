@@ -11,7 +11,7 @@ snapshot of their end, which a commit makes the pass's.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -293,8 +293,7 @@ class TextPass:
             self._bad(index, raw.reason)
             return None
         if not isinstance(raw, str) or not raw.strip():
-            self._bad(index, "is empty (no text)" if isinstance(raw, str)
-                      else f"is {type(raw).__name__}, not str or bytes")
+            self._bad(index, "is empty (no text)" if isinstance(raw, str) else _not_text(raw))
             return None
         if not raw.isascii():
             try:
@@ -452,3 +451,13 @@ class TextPass:
 
 
 _END = object()
+
+
+def _not_text(raw: Any) -> str:
+    """Why ``raw``, not a str, is no document; a record (a dict) names its keys."""
+    if isinstance(raw, Mapping):
+        keys = sorted(map(str, raw))
+        field = "text" if "text" in keys or not keys else keys[0]
+        return (f"is a dict (keys {keys}), not str or bytes: the reader must yield each "
+                f"document's text, e.g. (record['{field}'] for record in records)")
+    return f"is {type(raw).__name__}, not str or bytes"

@@ -269,7 +269,7 @@ class PackedTextSource(StreamSource):
         """
         where = "PackedTextSource"
         epoch, index = self.datarax_position.check_state(
-            state, where=where, settings=self.order_settings()
+            state, where=where, settings=self._saved_settings(restoring=True)
         )
         extra = {k: python_ints(state[k]) for k in SNAPSHOT_KEYS if k in state}
         if extra:

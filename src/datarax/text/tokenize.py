@@ -56,8 +56,10 @@ class TextTokenizer:
                 or not isinstance(value, int)
                 or not 0 <= value <= _INT32_MAX
             ):
+                token = (f" (a token; pass its id: tokenizer.token_to_id({value!r}))"
+                         if isinstance(value, str) else "")
                 raise ConfigError(
-                    f"TextTokenizer {name} must be None or an int id >= 0, got {value!r}."
+                    f"TextTokenizer {name} must be None or an int id >= 0, got {value!r}{token}."
                 )
         specials = (bos_id is not None) + (eos_id is not None)
         if max_tokens is not None and (

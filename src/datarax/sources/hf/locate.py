@@ -124,7 +124,7 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
         if isinstance(err, ValueError) and "Unknown split" in str(err):
             raise DataraxError(f"{where}: {err}") from err
         if _is_local(name, files):  # here, but datasets cannot read it
-            raise _unreadable(where, config, err) from err
+            raise _unreadable(where, config, err, _empty_files(name, files)) from err
         raise _not_found(where, config) from err
     return dict(loaded)
 
@@ -172,11 +172,35 @@ def _is_local(name: str | None, files: Any) -> bool:
     return bool(paths) and all(os.path.exists(p) or local_glob(p) for p in paths)
 
 
-def _unreadable(where: str, config: HFConfig, err: BaseException) -> DataraxError:
-    """A local dataset that ``datasets`` fails to load: its own cause, named."""
+def _unreadable(where: str, config: HFConfig, err: BaseException,
+                empty: list[str] | None = None) -> DataraxError:
+    """A local dataset that ``datasets`` fails to load: its own cause, named (or, where
+    every data file is empty, that)."""
     what = repr(config.name) if config.name is not None else f"data_files={config.data_files!r}"
+    if empty:
+        return DataraxError(
+            f"{where}: cannot load dataset {what}: every data file is empty "
+            f"({', '.join(repr(p) for p in empty[:3])}{' ...' if len(empty) > 3 else ''}), "
+            "so it holds no records. Write records into it, or point at the files that hold them.")
     return DataraxError(f"{where}: cannot load dataset {what}: "
                         f"{unreadable_cause(err.__cause__ or err)}")
+
+
+def _empty_files(name: str | None, files: Any) -> list[str]:
+    """The local data files (by extension) of ``name`` (a file or folder) or ``files``
+    when every one of them is empty (0 bytes); else ``[]``."""
+    paths = [files] if isinstance(files, str) else list(files or ())
+    if not paths and name is not None:
+        paths = [name] if os.path.isfile(name) else sorted(
+            os.path.join(root, f) for root, dirs, names in os.walk(name)
+            for f in names if not f.startswith(".") and not any(
+                part.startswith(".") for part in os.path.relpath(root, name).split(os.sep)
+                if part != "."))
+    found = [p for pattern in paths for p in (local_glob(pattern) or [pattern])
+             if builder_for(p) is not None]  # data files (not a cache's locks beside them)
+    if not found or not all(os.path.isfile(p) and os.path.getsize(p) == 0 for p in found):
+        return []
+    return found
 
 
 #: what to check when ``datasets`` cannot read a local data file

@@ -1,0 +1,51 @@
+"""What every process of a ``jax.distributed`` run holds: a JSON value gathered from each
+process, and a check that every process built the same thing.
+
+Both are collectives: every process calls them at the same point of its program (a
+process that does not waits the others out).
+
+Example (one process: its own value only):
+    >>> every_process({"batch_size": 4})
+    [{'batch_size': 4}]
+    >>> check_same_everywhere({"batch_size": 4}, "Pipeline")
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jax
+import numpy as np
+
+from datarax.core.errors import ConfigError
+
+
+def every_process(value: Any) -> list[Any]:
+    """The JSON-able ``value`` of every process, in process order."""
+    if jax.process_count() == 1:
+        return [value]
+    from jax.experimental import multihost_utils
+
+    raw = np.frombuffer(json.dumps(value).encode(), np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.asarray([raw.size], np.int32)))
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: raw.size] = raw
+    every = np.asarray(multihost_utils.process_allgather(padded))
+    return [json.loads(every[i, : int(sizes[i, 0])].tobytes()) for i in range(len(every))]
+
+
+def check_same_everywhere(settings: dict[str, Any], where: str) -> None:
+    """Refuse (``ConfigError``, on every process) ``settings`` that differ between the
+    processes, naming the first setting that differs and two processes' values."""
+    every = every_process(settings)
+    for name in dict.fromkeys(key for one in every for key in one):
+        values = [one.get(name) for one in every]
+        other = next((i for i, v in enumerate(values) if v != values[0]), None)
+        if other is not None:
+            raise ConfigError(
+                f"{where}: {name} is {values[0]!r} on process 0 but {values[other]!r} on "
+                f"process {other}. Every process must build the same pipeline (the same "
+                "data, batch size, stages and seeds): each process serves its share of "
+                "one global order, and each global batch joins every process's batch."
+            )
