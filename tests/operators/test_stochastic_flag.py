@@ -78,3 +78,14 @@ def test_a_stage_rngs_without_its_stream_is_a_config_error_naming_the_stream() -
                                           r"'default' stream; pass nnx.Rngs\(augment=seed\)"):
         ElementOperator(fn=lambda e, k: e, stochastic=True, stream_name="augment",
                         rngs=nnx.Rngs(params=0))
+
+
+def test_a_stochastic_element_operator_called_without_keys_names_itself():
+    from datarax.core.errors import DataraxError
+
+    op = ElementOperator(fn=lambda element, key: {"u": jax.random.uniform(key)},
+                         stochastic=True, name="draw")
+    with pytest.raises(DataraxError) as err:  # not JAX's "unexpected PRNG key type"
+        op.apply_batch({"x": np.zeros(3, np.float32)}, None)
+    assert str(err.value) == ("ElementOperator 'draw' is stochastic but got no keys; run it "
+                              "in a Pipeline or pass one key per record.")

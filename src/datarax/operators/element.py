@@ -101,7 +101,7 @@ class ElementOperator(FunctionOperator):
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:
         """Apply ``fn`` to each record (``keys``: one key per record or None)."""
-        check_keys(self, keys, batch_length(data))
+        check_keys(self, keys, batch_length(data), required=self.stochastic)
         if any(is_host_leaf(v) for v in jax.tree.leaves(data, is_leaf=is_host_leaf)):
             return self._apply_per_record(data, keys)
         try:
