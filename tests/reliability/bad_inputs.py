@@ -3475,7 +3475,8 @@ def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
             if getattr(err, "field", None):
                 kind += f" (field `{err.field}`)"
             message = re.sub(r" at 0x[0-9a-f]+>", ">", str(err).replace(tmp, "<tmp>"))
-        message = message.replace("|", "\\|").replace("\n", " ")
+        # (a '[a][b]' in a message would read as a Markdown reference link)
+        message = message.replace("|", "\\|").replace("\n", " ").replace("][", "]\\[")
         lines.append(f"| {n} | `{c.id}` | {c.what.replace('|', '/')} | {kind} | {message} |")
         if rows and (len(rows) == n or rows[n][0].category != category):
             lines.append("")
