@@ -54,6 +54,11 @@ CONTENDERS: dict[str, Contender] = {
                   env={"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
                   note="plain jax.jit of the work, host gather + device_put per batch, "
                   "persistent cache warm: the first batch any jitted loader pays"),
+        Contender("jax-best", "jax_best", ("jax",), warm_up=True,
+                  env={"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
+                  note="plain JAX with every lever: one device copy, on-device gather, "
+                  "both programs compiled ahead, persistent cache warm: the floor under a "
+                  "JAX loader's whole epoch"),
         Contender("grain", "grain_loader", ("grain",), options={"workers": 0},
                   note="MapDataset.batch, to_iter_dataset(ReadOptions(num_threads=2))"),
         Contender("grain-mp", "grain_loader", ("grain",), options={"workers": 2},
