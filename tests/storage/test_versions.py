@@ -169,3 +169,33 @@ def test_a_restart_ties_reads_to_the_version_its_kept_footer_was_read_from(
     with pytest.raises(RemoteObjectError, match="changed in the store since it was first opened"):
         reader.read([5])
     mem.rm("/versions-restart/a.array_record")
+
+
+@pytest.mark.parametrize("listable", [True, False])
+def test_with_versions_gives_unversioned_objects_the_version_listed_now(
+        listable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fsspec
+
+    from datarax.storage.urls import RemoteObject, version_tag, with_versions
+
+    mem = fsspec.filesystem("memory")
+    for name in ("a", "b"):
+        mem.pipe(f"/with-versions/{name}.bin", b"1234")
+    calls: list[str] = []
+    if not listable:  # a store refusing to list the folder (no s3:ListBucket): one info a file
+        def refused(path: str, *args: Any, **kwargs: Any) -> Any:
+            calls.append(path)
+            raise PermissionError("Access Denied")
+        monkeypatch.setattr(mem, "ls", refused)
+    objects = [RemoteObject("memory://with-versions/a.bin", 4, sha256="0" * 64),
+               RemoteObject("memory://with-versions/b.bin", 4, etag="kept"),
+               RemoteObject("memory://with-versions/gone.bin", 4, sha256="1" * 64)]
+    try:
+        got = with_versions(objects)
+        now = version_tag(mem.info("/with-versions/a.bin"))
+    finally:
+        mem.rm("/with-versions", recursive=True)
+    assert now is not None
+    assert [o.etag for o in got] == [now, "kept", None]  # a missing file: named at its read
+    assert [(o.url, o.sha256) for o in got] == [(o.url, o.sha256) for o in objects]
+    assert len(calls) == (0 if listable else 1)
