@@ -215,3 +215,42 @@ def test_a_file_deleted_mid_epoch_is_named_then_left_to_the_whole_file(tmp_path:
         assert head.read({0: [5]}) == {}  # the whole-file path reports it from now on
     finally:
         shards.close()
+
+
+def test_a_file_deleted_mid_epoch_is_named_by_the_whole_file_path_in_a_full_cache(
+        tmp_path: pathlib.Path) -> None:
+    # ranged_reads=True with a cache of about one file, that file held: the file found
+    # deleted by a ranged read is named again by the whole-file path, not refused room
+    # (a CacheFullError before: the cache reserved its room before asking the store)
+    import re
+
+    import fsspec
+
+    from datarax.storage import RemoteObjectError, ShardCache, list_objects
+    from datarax.storage.head_start import UNBOUNDED, HeadStart
+    from datarax.storage.shards import RemoteShards
+
+    fs = fsspec.filesystem("memory")
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.array_record"
+        write_records(path, (bytes([i]) * 1000 for i in range(20)))
+        fs.pipe(f"/head-gone-full/{name}.array_record", path.read_bytes())
+    objects = list_objects("memory://head-gone-full/*.array_record")
+    shards = RemoteShards(objects, cache=ShardCache(tmp_path / "cache", max_bytes=int(
+        objects[0].size * 1.5)), behind=0)
+    try:
+        held = shards.local_path(0)  # a cached copy read whole: held, the cache is full
+        head = HeadStart(shards, request_bytes=0, budget=UNBOUNDED, max_requests=UNBOUNDED)
+        fs.rm("/head-gone-full/b.array_record")
+        gone = re.escape(f"'{objects[1].url}' was deleted from the store")
+        with pytest.raises(RemoteObjectError, match=gone):
+            head.read({1: [3]})
+        assert head.read({1: [4]}) == {}  # left to the whole-file path ...
+        for _ in range(2):  # ... which names it every time, asking the cache no room
+            with pytest.raises(RemoteObjectError, match=gone):
+                shards.local_path(1)
+        assert list(shards.failed()) == [objects[1].url]
+        assert shards.local_path(0) == held  # the other file still read
+    finally:
+        shards.close()
+        fs.rm("/head-gone-full", recursive=True)

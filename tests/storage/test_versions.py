@@ -1,5 +1,6 @@
-"""Every ranged read is tied to the version of its file (listed, or captured at its first
-request): an object rewritten mid-epoch, same size and layout, is refused, never served."""
+"""Every ranged read is tied to the version of its file (listed, a dataset's shards too,
+or captured at its first request): an object rewritten after the build or mid-epoch, same
+size and layout, is refused, never served."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def _rewrite(s3: S3, new: str) -> None:
             s3.put(f"ds/{os.path.basename(path)}", f.read())
 
 
-@pytest.mark.parametrize(("mode", "before"), [("blocks", 4), ("blocks", 0), ("ranged", 1)])
+@pytest.mark.parametrize(("mode", "before"), [("blocks", 4), ("blocks", 0), ("ranged", 1),
+                                              ("ranged", 0)])
 def test_an_object_rewritten_mid_epoch_is_refused_not_served(
         s3: S3, two_versions: tuple[str, str], tmp_path: pathlib.Path, mode: str,
         before: int) -> None:
@@ -58,12 +60,15 @@ def test_an_object_rewritten_mid_epoch_is_refused_not_served(
 
     old, new = two_versions
     url = s3.upload_folder(old, "ds")  # with datarax_dataset.json: SHA-256 known, no ETag
+    listed = {os.path.basename(p): s3.client.head_object(
+        Bucket=s3.bucket, Key=f"ds/{os.path.basename(p)}")["ETag"].strip('"')
+        for p in shard_paths(old)}
     total = sum(os.path.getsize(p) for p in shard_paths(old))
     config: dict[str, Any] = {} if mode == "blocks" else {
         "shuffle_window": None, "shuffle_block": None, "ranged_reads": True}
     served: list[int] = []
     with make(url, tmp_path / "c", max_bytes=total // 2, **config) as src:
-        served += read(src, batches=before)  # 0: the footers read, no block yet
+        served += read(src, batches=before)  # 0: nothing read yet (blocks: the footers)
         _rewrite(s3, new)  # same sizes and layout, other values
         with pytest.raises(RecordError) as caught:  # the reader names the record too
             while True:
@@ -75,11 +80,13 @@ def test_an_object_rewritten_mid_epoch_is_refused_not_served(
     message = str(caught.value)
     name = str(caught.value.path).rsplit("/", 1)[-1]
     assert caught.value.path == f"{url}/{name}" and name.endswith(".array_record")
-    assert f"'{url}/{name}' changed in the store since it was first opened" in message
-    listed = {p: s3.client.head_object(Bucket=s3.bucket, Key=f"ds/{p}")["ETag"].strip('"')
-              for p in (name,)}
-    assert f"found version {listed[name]!r} there" in message  # the new version ...
-    assert "its reads are tied to version '" in message  # ... and the one first opened
+    # ranged: the versions listed when built (nothing is downloaded, no SHA-256 checked);
+    # blocks: those the footers were read from when built
+    when = "listed" if mode == "ranged" else "first opened"
+    assert f"'{url}/{name}' changed in the store since it was {when}" in message
+    now = s3.client.head_object(Bucket=s3.bucket, Key=f"ds/{name}")["ETag"].strip('"')
+    assert f"found version {now!r} there" in message  # the new version ...
+    assert f"its reads are tied to version {listed[name]!r}" in message  # ... the old one
     assert "rebuild the source" in message and "on_error='skip'" in message
 
 
@@ -162,3 +169,33 @@ def test_a_restart_ties_reads_to_the_version_its_kept_footer_was_read_from(
     with pytest.raises(RemoteObjectError, match="changed in the store since it was first opened"):
         reader.read([5])
     mem.rm("/versions-restart/a.array_record")
+
+
+@pytest.mark.parametrize("listable", [True, False])
+def test_with_versions_gives_unversioned_objects_the_version_listed_now(
+        listable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fsspec
+
+    from datarax.storage.urls import RemoteObject, version_tag, with_versions
+
+    mem = fsspec.filesystem("memory")
+    for name in ("a", "b"):
+        mem.pipe(f"/with-versions/{name}.bin", b"1234")
+    calls: list[str] = []
+    if not listable:  # a store refusing to list the folder (no s3:ListBucket): one info a file
+        def refused(path: str, *args: Any, **kwargs: Any) -> Any:
+            calls.append(path)
+            raise PermissionError("Access Denied")
+        monkeypatch.setattr(mem, "ls", refused)
+    objects = [RemoteObject("memory://with-versions/a.bin", 4, sha256="0" * 64),
+               RemoteObject("memory://with-versions/b.bin", 4, etag="kept"),
+               RemoteObject("memory://with-versions/gone.bin", 4, sha256="1" * 64)]
+    try:
+        got = with_versions(objects)
+        now = version_tag(mem.info("/with-versions/a.bin"))
+    finally:
+        mem.rm("/with-versions", recursive=True)
+    assert now is not None
+    assert [o.etag for o in got] == [now, "kept", None]  # a missing file: named at its read
+    assert [(o.url, o.sha256) for o in got] == [(o.url, o.sha256) for o in objects]
+    assert len(calls) == (0 if listable else 1)

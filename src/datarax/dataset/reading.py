@@ -29,7 +29,14 @@ from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
 from datarax.storage.local_glob import pattern_files
 from datarax.storage.retry import StorageStats
-from datarax.storage.urls import RemoteObject, join_url, list_objects, path_list, read_json
+from datarax.storage.urls import (
+    RemoteObject,
+    join_url,
+    list_objects,
+    path_list,
+    read_json,
+    with_versions,
+)
 
 __all__ = ["DatasetDecoder", "dataset_files", "remote_dataset"]
 
@@ -117,13 +124,14 @@ class DatasetDecoder:
 
 def remote_dataset(paths: Any, *, dataset: bool = True,
                    storage_options: Mapping[str, Any] | None = None,
-                   stats: StorageStats | None = None,
+                   stats: StorageStats | None = None, versions: bool = False,
                    ) -> tuple[list[RemoteObject], DatasetInfo | None]:
     """The remote files ``paths`` (URLs) names, and their dataset's metadata if any.
 
     With ``dataset``, a URL of a folder holding :data:`METADATA_FILE` (or a glob / list of
     its shards) is a dataset: its files come with the SHA-256, size and record count of
-    the metadata, unlisted. Otherwise the URLs and globs are listed (sizes, version tags),
+    the metadata, unlisted (with ``versions``: with the version tag one listing of the
+    folder gives, which their reads are then tied to). Otherwise the URLs and globs are listed (sizes, version tags),
     a single URL of a dataset folder still giving its shards. Requests are retried, the
     retries counted in ``stats``.
 
@@ -160,10 +168,10 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
                                  or all(i.rsplit("/", 1)[0] == folder for i in items)):
             info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
             if single:
-                return _shards_of(folder, info), info
-            names = [o.name for o in listed or list_objects(items, storage_options, stats=stats)]
-            _check_shards(names, info, folder, join_url)
-            return _shards_of(folder, info, names), info
+                return _shards_of(folder, info, versions, storage_options, stats), info
+            listed = listed or list_objects(items, storage_options, stats=stats)
+            _check_shards([o.name for o in listed], info, folder, join_url)
+            return _shards_of(folder, info, versions, storage_options, stats, listed), info
         return listed or list_objects(items, storage_options, stats=stats), None
     try:
         return list_objects(items, storage_options, stats=stats), None
@@ -175,12 +183,18 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
         if data is None:
             raise
     info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
-    return _shards_of(folder, info), info
+    return _shards_of(folder, info, versions, storage_options, stats), info
 
 
-def _shards_of(folder: str, info: DatasetInfo, names: list[str] | None = None) -> list[RemoteObject]:
-    """The remote shards ``names`` (default: all) of the dataset in ``folder``, as its
-    metadata lists them."""
+def _shards_of(folder: str, info: DatasetInfo, versions: bool,
+               storage_options: Mapping[str, Any] | None, stats: StorageStats | None,
+               listed: list[RemoteObject] | None = None) -> list[RemoteObject]:
+    """The remote shards of the dataset in ``folder`` (those ``listed``, default: all) as
+    its metadata gives them; with ``versions`` each with its version in the store now
+    (the listing's, else one listing of the folder): their reads are tied to it, a shard
+    replaced after the build is refused (:func:`~datarax.storage.urls.with_versions`)."""
     known = {s.file: s for s in info.shards}
-    return [RemoteObject(join_url(folder, n), known[n].bytes, None, known[n].sha256,
-                         known[n].records) for n in (known if names is None else names)]
+    etags = {o.name: o.etag if versions else None for o in listed or ()}
+    shards = [RemoteObject(join_url(folder, n), known[n].bytes, etags.get(n), known[n].sha256,
+                           known[n].records) for n in (known if listed is None else etags)]
+    return with_versions(shards, storage_options, stats=stats) if versions else shards

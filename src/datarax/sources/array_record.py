@@ -271,7 +271,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         if is_remote(paths):  # s3://, gs://, ...: files fetched into a local shard cache
             storage_stats = StorageStats()  # counts the listing's retries and the downloads'
             objects, info = remote_dataset(paths, dataset=not own_decode or isinstance(
-                                               decode, ImageDecoder),
+                                               decode, ImageDecoder), versions=ranged_reads,
                                            storage_options=storage_options, stats=storage_stats)
             # whole files, or with shuffle_block blocks of them, read through the cache
             remote, blocks = remote_reading(objects, config, cache=cache, ranged=ranged_reads,

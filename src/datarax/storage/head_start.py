@@ -247,11 +247,13 @@ class HeadStart:
             raise
 
     def _drop_file(self, err: RemoteObjectError) -> None:
-        """Later reads of the file ``err`` names ask the whole-file path (it reports it)."""
+        """Later reads of the file ``err`` names ask the whole-file path, which raises
+        ``err`` again (:meth:`~datarax.storage.shards.RemoteShards.refuse`)."""
         with self._lock:
             for f, obj in enumerate(self.files):
                 if obj.url == err.url:
                     self._ranges[f] = None
+        self.shards.refuse(err)
 
     def _read_all(self, units: list[tuple[int, ArrayRecordRanges]],
                   wanted: Mapping[int, Sequence[int]],

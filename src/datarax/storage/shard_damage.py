@@ -1,6 +1,7 @@
 """Cached copies damaged on the local disk: a read that fails on one checks the copy
 against the dataset's SHA-256 and, when it was removed, reads once more from a fresh
-download. A mixin of :class:`~datarax.storage.shards.RemoteShards`.
+download; and files a ranged read found deleted or changed in the store, never asked for
+again. A mixin of :class:`~datarax.storage.shards.RemoteShards`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ class ShardDamage:
 
     _lock: Any
     _entries: Any
+    _failed: Any
+
+    def refuse(self, err: RemoteObjectError) -> None:
+        """The file ``err`` names was found deleted or changed (by a ranged read): each of
+        its units not held or cached raises ``err`` from now on, as a download would, and
+        asks no room of the cache (a cache that cannot make room would say it is full)."""
+        with self._lock:
+            for i, obj in enumerate(self.objects):
+                if obj.url == err.url and i not in self._entries \
+                        and self.cache.path_of(obj) is None:
+                    self._failed.setdefault(i, err)
+            self._notify()
 
     def reading(self, i: int, attempt: Callable[[], T]) -> T:
         """``attempt()``, a read of file ``i``'s cached copy (through :meth:`open` or

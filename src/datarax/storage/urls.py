@@ -30,13 +30,13 @@ from typing import Any, TypeVar
 
 from datarax.errors import ConfigError, MissingExtraError, RecordError
 from datarax.extras import require
-from datarax.storage.errors import store_error
-from datarax.storage.retry import RetryPolicy, StorageStats, with_retries
+from datarax.storage.errors import RemoteStoreError, store_error
+from datarax.storage.retry import RetryPolicy, StorageStats, is_access_refused, with_retries
 
 __all__ = ["S3_CONNECTIONS", "FileBlock", "RemoteObject", "all_remote",
            "check_named_once", "expand_user", "filesystem", "is_remote", "join_url",
            "list_objects", "object_of", "path_list",
-           "read_json", "version_tag"]
+           "read_json", "version_tag", "with_versions"]
 
 T = TypeVar("T")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
@@ -390,6 +390,58 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
             found = list(pool.map(one, items))
     check_named_once([(url, [o.url for o in objs]) for url, objs in zip(items, found)])
     return [obj for objs in found for obj in objs]
+
+
+def with_versions(objects: Sequence[RemoteObject],
+                  storage_options: Mapping[str, Any] | None = None, *,
+                  retry: RetryPolicy | None = None, stats: StorageStats | None = None,
+                  ) -> list[RemoteObject]:
+    """``objects``, each without a version tag (a dataset's shards, named by its metadata)
+    given the one its file has in the store now: one listing of each folder (S3: a
+    request a thousand files), else (a store refusing or unable to list it) one ``info``
+    request a file. Their ranged reads are then tied to it: a file replaced after the
+    source was built is refused at its first read (:mod:`~datarax.storage.versions`). A
+    file missing, or reported without a version, keeps none (tied at its first read).
+
+    Raises:
+        RemoteStoreError: the store still fails after every retry, or refuses access.
+    """
+    retry = retry or RetryPolicy()
+    folders: dict[str, list[RemoteObject]] = {}
+    for obj in objects:
+        if obj.etag is None:
+            folders.setdefault(obj.url.rsplit("/", 1)[0], []).append(obj)
+    found: dict[str, str | None] = {}
+    for folder, some in folders.items():
+        found.update(_folder_versions(folder, some, storage_options, retry, stats))
+    return [dataclasses.replace(o, etag=found[o.url]) if found.get(o.url) else o
+            for o in objects]
+
+
+def _folder_versions(folder: str, objects: list[RemoteObject],
+                     storage_options: Mapping[str, Any] | None, retry: RetryPolicy,
+                     stats: StorageStats | None) -> dict[str, str | None]:
+    """The version tag of each of ``objects`` (files of ``folder``) by URL."""
+    fs, path = filesystem(folder, storage_options, retry)
+    try:  # refresh, then dropped: a kept listing would name old versions to later asks
+        listing = _ask(lambda: fs.ls(path, detail=True, refresh=True), folder, retry, stats)
+        fs.invalidate_cache(path)
+        infos = {i["name"].rstrip("/").rsplit("/", 1)[-1]: i for i in listing}
+        return {o.url: version_tag(infos[o.name]) if o.name in infos else None for o in objects}
+    except Exception as err:  # noqa: BLE001 - not listable (refused, HTTP): asked file by file
+        if isinstance(err, RemoteStoreError) and not is_access_refused(err):
+            raise  # the store is down: the files' own requests would fail alike
+
+    def one(obj: RemoteObject) -> str | None:
+        each, where = filesystem(obj.url, storage_options, retry)
+        try:
+            return version_tag(_ask(lambda: each.info(where), obj.url, retry, stats))
+        except FileNotFoundError:  # its first read names it missing
+            return None
+
+    with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(objects)),
+                                               thread_name_prefix="datarax-list") as pool:
+        return dict(zip([o.url for o in objects], pool.map(one, objects)))
 
 
 def _same_file_key(file: str) -> str:
