@@ -43,6 +43,7 @@ from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOper
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.storage import CacheFullError, RemoteObjectError  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
+from datarax.sources.source_call import MISSING  # noqa: E402
 
 from int_record_files import write_records  # noqa: E402
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline  # noqa: E402
@@ -2775,6 +2776,29 @@ simple("concat-part-skips-not-the-part-s", COMBINING,
        "{'skipped': 2, 'skipped_by_part': [2, 0]}; pass the dict get_state() returned.",
        _nested_concat_part_skips, field="part_skips")
 
+
+def _flat_map_positional_setting() -> Any:
+    from datarax.sources import FlatMapSource
+
+    return FlatMapSource(MemorySource(MemorySourceConfig(), data()), lambda r: [r], 3)
+
+
+def _concat_given_its_config() -> Any:
+    from datarax.sources import ConcatSource, ConcatSourceConfig
+
+    parts = [MemorySource(MemorySourceConfig(), data()) for _ in range(2)]
+    return ConcatSource(ConcatSourceConfig(num_parts=2), parts)  # the data sources' order
+
+
+simple("concat-given-a-config", COMBINING, "ConcatSource(ConcatSourceConfig(), parts), config "
+       "first as the data sources take it", ConfigError, "ConcatSource takes its parts (a list "
+       "of sources), not its config (ConcatSourceConfig): it builds the config from its "
+       "arguments. Call ConcatSource([a, b, ...], num_epochs=1).", _concat_given_its_config)
+simple("flat-map-max-outputs-positional", COMBINING, "FlatMapSource(source, fn, 3): a setting "
+       "passed positionally", ConfigError, "FlatMapSource takes the source and fn as positional "
+       "arguments, got 3; its settings are keywords. Call FlatMapSource(source, fn, "
+       "max_outputs=...).", _flat_map_positional_setting)
+
 LOGGING = "Logging (StatsLogger)"
 
 
@@ -3211,6 +3235,13 @@ def _shuffle_buffer(source: Any = None, **kw: Any) -> Any:
     return ShuffleBufferSource(source, **{"buffer_size": 4, **kw})
 
 
+def _shuffle_buffer_given_its_config() -> Any:
+    from datarax.sources import ShuffleBufferSource, ShuffleBufferSourceConfig
+
+    config = ShuffleBufferSourceConfig(buffer_size=4)
+    return ShuffleBufferSource(config, MemorySource(MemorySourceConfig(), data()))
+
+
 def _interleave_bad_cursor() -> None:
     source = _interleave()
     source.set_state({**source.get_state(), "cursor": [3, 0, 0, 0, 0, 1, 0]})
@@ -3241,6 +3272,15 @@ simple("interleave-cursor-tampered", REORDERING, "a state whose cursor opens a c
 simple("shuffle-buffer-size-zero", REORDERING, "ShuffleBufferSource(buffer_size=0)",
        ConfigError, "ShuffleBufferSourceConfig.buffer_size must be >= 1, got 0.",
        lambda: _shuffle_buffer(buffer_size=0))
+simple("shuffle-buffer-given-a-config", REORDERING, "ShuffleBufferSource(config, source), "
+       "config first as the data sources take it", ConfigError, "ShuffleBufferSource takes the "
+       "source it shuffles, not its config (ShuffleBufferSourceConfig): it builds the config "
+       "from its arguments. Call ShuffleBufferSource(source, buffer_size=..., seed=0).",
+       _shuffle_buffer_given_its_config)
+simple("interleave-no-cycle-length", REORDERING, "InterleaveSource([a, b]) without "
+       "cycle_length", ConfigError, "InterleaveSource needs cycle_length=... (a keyword). Call "
+       "InterleaveSource([a, b, ...], cycle_length=k).",
+       lambda: _interleave(cycle_length=MISSING))
 simple("shuffle-buffer-not-a-source", REORDERING, "ShuffleBufferSource over a list",
        SourceContractError, "ShuffleBufferSource source is list, not a data source (a "
        "DataSourceModule such as MemorySource).", lambda: _shuffle_buffer([1, 2, 3]))
