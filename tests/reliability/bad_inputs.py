@@ -465,6 +465,10 @@ def _route_if(record: Any) -> Any:
     return 0 if record["x"] > 2 else 1  # Python control flow on a traced field
 
 
+def _route_by_half(record: Any) -> Any:
+    return record["x"] / 2  # a float: 1.5 is no operator's number
+
+
 def _x_only(batch: Any) -> Any:
     return batch["x"]  # one array, not the batch dict
 
@@ -503,6 +507,12 @@ simple("composite-router-python-if", OPERATORS,
        "CompositeOperatorModule 'both': the router needs a concrete value of a traced array "
        "(TracerBoolConversionError",
        lambda: first_batch(pipe(stages=[_composite(strategy="branching", router=_route_if)])))
+simple("composite-router-float", OPERATORS, "a branching router giving a float (x / 2)",
+       ConfigError, "CompositeOperatorModule 'both': the router must give an integer (the index "
+       "of the operator to apply), got float32; it is not truncated for you: make it an "
+       "integer, e.g. jnp.floor(x).astype(jnp.int32) or jnp.argmax(...).",
+       lambda: first_batch(pipe(stages=[_composite(strategy="branching",
+                                                   router=_route_by_half)])))
 simple("composite-concat-one-value-per-record", OPERATORS,
        "parallel merge='concat' over a field of one value per record", DataraxError,
        "CompositeOperatorModule 'both': parallel merge 'concat' joins each record's first "
@@ -1480,6 +1490,12 @@ simple("hf-config-streaming-eager", "Hugging Face", "HFEagerConfig(streaming=Tru
 simple("hf-config-chunk-size", "Hugging Face", "HFStreamingConfig(chunk_size=0)", ConfigError,
        "HFStreamingConfig.chunk_size must be >= 1, got 0.",
        lambda: _hf("HFStreamingConfig", name="x", chunk_size=0), needs=HF)
+simple("hf-from-hf-bad-setting-mode-unset", "Hugging Face", "from_hf(name, seed=-1) with "
+       "streaming= left unset", ConfigError, "from_hf seed must be >= 0, got -1.",
+       lambda: _hf("from_hf", "x", seed=-1), needs=HF)
+simple("hf-from-hf-streaming-option-mode-unset", "Hugging Face", "from_hf(name, chunk_size=0) "
+       "with streaming= left unset", ConfigError, "from_hf chunk_size must be >= 1, got 0.",
+       lambda: _hf("from_hf", "x", chunk_size=0), needs=HF)
 simple("hf-config-data-files-empty", "Hugging Face", "data_files=[]", ConfigError,
        "HFEagerConfig.data_files (the files of split 'train') is an empty list; name at least "
        "one file.",
@@ -1571,6 +1587,11 @@ simple("tfds-eager-skip-option", "TensorFlow Datasets",
        "from_tfds(streaming=False, on_error='skip')", ConfigError,
        "from_tfds: ['on_error'] apply only to streaming (TFDSStreamingSource)",
        lambda: _tfds("from_tfds", name="mnist", streaming=False, on_error="skip"), needs=TFDS)
+
+simple("tfds-from-tfds-bad-setting-mode-unset", "TensorFlow Datasets",
+       "from_tfds(name, on_error='ignore') with streaming= left unset", ConfigError,
+       "from_tfds: on_error must be one of ['raise', 'skip'], got 'ignore'.",
+       lambda: _tfds("from_tfds", name="mnist", on_error="ignore"), needs=TFDS)
 
 
 # ----------------------------------------------------------- values and dtypes
