@@ -1096,6 +1096,11 @@ simple("global-batch-float64", "Sharding and checkpoints", "a float64 field (x64
        "datarax never narrows silently. Cast it yourself (value.astype(np.float32)), or "
        "enable x64 with jax.config.update('jax_enable_x64', True).",
        lambda: _global_batch(None, {"x": np.zeros(4)}))
+simple("global-batch-list-of-numbers", "Sharding and checkpoints", "a field given as a plain "
+       "list of numbers", ConfigError, "global_batch: field 'x' is a list of numbers (1, 2, 3, "
+       "...); a list stays on the host as it is (text, records of uneven shapes), so it would "
+       "not be placed. Give an array of the dtype you mean, e.g. np.asarray(batch['x'], "
+       "np.int32).", lambda: _global_batch(None, {"x": [1, 2, 3, 4]}))
 simple("checkpoint-data-not-dict", "Sharding and checkpoints",
        "a checkpoint whose data item is not a state dict", StateError,
        "the checkpoint's 'data' item holds list, not the state dict get_state() returned",
