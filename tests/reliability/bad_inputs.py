@@ -507,12 +507,6 @@ simple("composite-router-python-if", OPERATORS,
        "CompositeOperatorModule 'both': the router needs a concrete value of a traced array "
        "(TracerBoolConversionError",
        lambda: first_batch(pipe(stages=[_composite(strategy="branching", router=_route_if)])))
-simple("composite-router-float", OPERATORS, "a branching router giving a float (x / 2)",
-       ConfigError, "CompositeOperatorModule 'both': the router must give an integer (the index "
-       "of the operator to apply), got float32; it is not truncated for you: make it an "
-       "integer, e.g. jnp.floor(x).astype(jnp.int32) or jnp.argmax(...).",
-       lambda: first_batch(pipe(stages=[_composite(strategy="branching",
-                                                   router=_route_by_half)])))
 simple("composite-concat-one-value-per-record", OPERATORS,
        "parallel merge='concat' over a field of one value per record", DataraxError,
        "CompositeOperatorModule 'both': parallel merge 'concat' joins each record's first "
@@ -1096,11 +1090,6 @@ simple("global-batch-float64", "Sharding and checkpoints", "a float64 field (x64
        "datarax never narrows silently. Cast it yourself (value.astype(np.float32)), or "
        "enable x64 with jax.config.update('jax_enable_x64', True).",
        lambda: _global_batch(None, {"x": np.zeros(4)}))
-simple("global-batch-list-of-numbers", "Sharding and checkpoints", "a field given as a plain "
-       "list of numbers", ConfigError, "global_batch: field 'x' is a list of numbers (1, 2, 3, "
-       "...); a list stays on the host as it is (text, records of uneven shapes), so it would "
-       "not be placed. Give an array of the dtype you mean, e.g. np.asarray(batch['x'], "
-       "np.int32).", lambda: _global_batch(None, {"x": [1, 2, 3, 4]}))
 simple("checkpoint-data-not-dict", "Sharding and checkpoints",
        "a checkpoint whose data item is not a state dict", StateError,
        "the checkpoint's 'data' item holds list, not the state dict get_state() returned",
@@ -1495,12 +1484,6 @@ simple("hf-config-streaming-eager", "Hugging Face", "HFEagerConfig(streaming=Tru
 simple("hf-config-chunk-size", "Hugging Face", "HFStreamingConfig(chunk_size=0)", ConfigError,
        "HFStreamingConfig.chunk_size must be >= 1, got 0.",
        lambda: _hf("HFStreamingConfig", name="x", chunk_size=0), needs=HF)
-simple("hf-from-hf-bad-setting-mode-unset", "Hugging Face", "from_hf(name, seed=-1) with "
-       "streaming= left unset", ConfigError, "from_hf seed must be >= 0, got -1.",
-       lambda: _hf("from_hf", "x", seed=-1), needs=HF)
-simple("hf-from-hf-streaming-option-mode-unset", "Hugging Face", "from_hf(name, chunk_size=0) "
-       "with streaming= left unset", ConfigError, "from_hf chunk_size must be >= 1, got 0.",
-       lambda: _hf("from_hf", "x", chunk_size=0), needs=HF)
 simple("hf-config-data-files-empty", "Hugging Face", "data_files=[]", ConfigError,
        "HFEagerConfig.data_files (the files of split 'train') is an empty list; name at least "
        "one file.",
@@ -1592,11 +1575,6 @@ simple("tfds-eager-skip-option", "TensorFlow Datasets",
        "from_tfds(streaming=False, on_error='skip')", ConfigError,
        "from_tfds: ['on_error'] apply only to streaming (TFDSStreamingSource)",
        lambda: _tfds("from_tfds", name="mnist", streaming=False, on_error="skip"), needs=TFDS)
-
-simple("tfds-from-tfds-bad-setting-mode-unset", "TensorFlow Datasets",
-       "from_tfds(name, on_error='ignore') with streaming= left unset", ConfigError,
-       "from_tfds: on_error must be one of ['raise', 'skip'], got 'ignore'.",
-       lambda: _tfds("from_tfds", name="mnist", on_error="ignore"), needs=TFDS)
 
 
 # ----------------------------------------------------------- values and dtypes
@@ -2816,15 +2794,6 @@ def _concat_given_its_config() -> Any:
     return ConcatSource(ConcatSourceConfig(num_parts=2), parts)  # the data sources' order
 
 
-simple("concat-given-a-config", COMBINING, "ConcatSource(ConcatSourceConfig(), parts), config "
-       "first as the data sources take it", ConfigError, "ConcatSource takes its parts (a list "
-       "of sources), not its config (ConcatSourceConfig): it builds the config from its "
-       "arguments. Call ConcatSource([a, b, ...], num_epochs=1).", _concat_given_its_config)
-simple("flat-map-max-outputs-positional", COMBINING, "FlatMapSource(source, fn, 3): a setting "
-       "passed positionally", ConfigError, "FlatMapSource takes the source and fn as positional "
-       "arguments, got 3; its settings are keywords. Call FlatMapSource(source, fn, "
-       "max_outputs=...).", _flat_map_positional_setting)
-
 LOGGING = "Logging (StatsLogger)"
 
 
@@ -3298,15 +3267,6 @@ simple("interleave-cursor-tampered", REORDERING, "a state whose cursor opens a c
 simple("shuffle-buffer-size-zero", REORDERING, "ShuffleBufferSource(buffer_size=0)",
        ConfigError, "ShuffleBufferSourceConfig.buffer_size must be >= 1, got 0.",
        lambda: _shuffle_buffer(buffer_size=0))
-simple("shuffle-buffer-given-a-config", REORDERING, "ShuffleBufferSource(config, source), "
-       "config first as the data sources take it", ConfigError, "ShuffleBufferSource takes the "
-       "source it shuffles, not its config (ShuffleBufferSourceConfig): it builds the config "
-       "from its arguments. Call ShuffleBufferSource(source, buffer_size=..., seed=0).",
-       _shuffle_buffer_given_its_config)
-simple("interleave-no-cycle-length", REORDERING, "InterleaveSource([a, b]) without "
-       "cycle_length", ConfigError, "InterleaveSource needs cycle_length=... (a keyword). Call "
-       "InterleaveSource([a, b, ...], cycle_length=k).",
-       lambda: _interleave(cycle_length=MISSING))
 simple("shuffle-buffer-not-a-source", REORDERING, "ShuffleBufferSource over a list",
        SourceContractError, "ShuffleBufferSource source is list, not a data source (a "
        "DataSourceModule such as MemorySource).", lambda: _shuffle_buffer([1, 2, 3]))
@@ -3507,6 +3467,48 @@ simple("stage-callable-returns-array", OPERATORS,
        "Pipeline stage 0 (_x_only) returned DynamicJaxprTracer; stages must return a dict of "
        "fields: a plain callable gets the whole batch and returns it",
        lambda: first_batch(pipe(stages=[_x_only])))
+
+
+# ------------------------------------ small user-facing fixes (loose24)
+simple("composite-router-float", OPERATORS, "a branching router giving a float (x / 2)",
+       ConfigError, "CompositeOperatorModule 'both': the router must give an integer (the index "
+       "of the operator to apply), got float32; it is not truncated for you: make it an "
+       "integer, e.g. jnp.floor(x).astype(jnp.int32) or jnp.argmax(...).",
+       lambda: first_batch(pipe(stages=[_composite(strategy="branching",
+                                                   router=_route_by_half)])))
+simple("global-batch-list-of-numbers", "Sharding and checkpoints", "a field given as a plain "
+       "list of numbers", ConfigError, "global_batch: field 'x' is a list of numbers (1, 2, 3, "
+       "...); a list stays on the host as it is (text, records of uneven shapes), so it would "
+       "not be placed. Give an array of the dtype you mean, e.g. np.asarray(batch['x'], "
+       "np.int32).", lambda: _global_batch(None, {"x": [1, 2, 3, 4]}))
+simple("hf-from-hf-bad-setting-mode-unset", "Hugging Face", "from_hf(name, seed=-1) with "
+       "streaming= left unset", ConfigError, "from_hf seed must be >= 0, got -1.",
+       lambda: _hf("from_hf", "x", seed=-1), needs=HF)
+simple("hf-from-hf-streaming-option-mode-unset", "Hugging Face", "from_hf(name, chunk_size=0) "
+       "with streaming= left unset", ConfigError, "from_hf chunk_size must be >= 1, got 0.",
+       lambda: _hf("from_hf", "x", chunk_size=0), needs=HF)
+simple("tfds-from-tfds-bad-setting-mode-unset", "TensorFlow Datasets",
+       "from_tfds(name, on_error='ignore') with streaming= left unset", ConfigError,
+       "from_tfds: on_error must be one of ['raise', 'skip'], got 'ignore'.",
+       lambda: _tfds("from_tfds", name="mnist", on_error="ignore"), needs=TFDS)
+simple("concat-given-a-config", COMBINING, "ConcatSource(ConcatSourceConfig(), parts), config "
+       "first as the data sources take it", ConfigError, "ConcatSource takes its parts (a list "
+       "of sources), not its config (ConcatSourceConfig): it builds the config from its "
+       "arguments. Call ConcatSource([a, b, ...], num_epochs=1).", _concat_given_its_config)
+simple("flat-map-max-outputs-positional", COMBINING, "FlatMapSource(source, fn, 3): a setting "
+       "passed positionally", ConfigError, "FlatMapSource takes the source and fn as positional "
+       "arguments, got 3; its settings are keywords. Call FlatMapSource(source, fn, "
+       "max_outputs=...).", _flat_map_positional_setting)
+simple("shuffle-buffer-given-a-config", REORDERING, "ShuffleBufferSource(config, source), "
+       "config first as the data sources take it", ConfigError, "ShuffleBufferSource takes the "
+       "source it shuffles, not its config (ShuffleBufferSourceConfig): it builds the config "
+       "from its arguments. Call ShuffleBufferSource(source, buffer_size=..., seed=0).",
+       _shuffle_buffer_given_its_config)
+simple("interleave-no-cycle-length", REORDERING, "InterleaveSource([a, b]) without "
+       "cycle_length", ConfigError, "InterleaveSource needs cycle_length=... (a keyword). Call "
+       "InterleaveSource([a, b, ...], cycle_length=k).",
+       lambda: _interleave(cycle_length=MISSING))
+
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
