@@ -695,6 +695,18 @@ def test_scan_and_inspect_name_a_record_that_does_not_match_the_metadata(
                           "dataset's metadata:")
 
 
+def test_inspect_a_dataset_of_one_shard_and_one_record_counts_in_the_singular(
+        tmp_path, capsys, monkeypatch):
+    from datarax.dataset import write_dataset
+
+    write_dataset([{"x": np.int32(7)}], tmp_path / "one", shards=1)
+    code, out, err = datarax_in_process("inspect", "one", "--records", "1", cwd=tmp_path,
+                                        capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert ("dataset: 1 record in 1 shard (format version 1), 0 rows skipped at conversion"
+            in out.splitlines())
+
+
 def test_inspect_dataset_folder_with_decode(varlen_data, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(varlen_data))
     code, out, err = datarax_in_process(

@@ -311,8 +311,8 @@ def test_choices_with_different_outputs_are_refused_naming_them():
 def test_parallel_and_branching_composites_resume_exactly():
     data = {"x": np.zeros((9, 2), np.float32), "k": np.arange(9, dtype=np.int32) % 2,
             "id": np.arange(9, dtype=np.int32)}
-    def route(r):
-        return r["k"]
+    def route(r):  # the mean merge before it made k float32: round it back to an index
+        return jnp.round(r["k"]).astype(jnp.int32)
 
     def later(r):
         return r["id"] > 4
@@ -388,6 +388,19 @@ def test_a_condition_or_router_giving_a_vector_is_refused_naming_it():
     routed = composite("branching", [add(1), add(2)], router=lambda r: r["x"].astype(jnp.int32))
     with pytest.raises(ConfigError, match=r"the router must give one value per record"):
         routed.apply_batch({"x": X}, None)
+
+
+def test_a_router_giving_a_float_is_refused_not_truncated():
+    routed = composite("branching", [add(1), add(2)], router=lambda r: r["x"][0] * 0.5)
+    with pytest.raises(ConfigError) as err:
+        routed.apply_batch({"x": X}, None)
+    assert str(err.value) == (
+        f"CompositeOperatorModule '{routed.name}': the router must give an integer (the index "
+        f"of the operator to apply), got {jnp.result_type(X.dtype, 0.5)}; it is not truncated "
+        "for you: make it an integer, e.g. jnp.floor(x).astype(jnp.int32) or jnp.argmax(...).")
+    by_bool = composite("branching", [add(1), add(2)], router=lambda r: r["x"][0] > 0)
+    out = by_bool.apply_batch({"x": jnp.asarray([[0, 0], [5, 5]], jnp.int32)}, None)
+    assert out["x"].tolist() == [[1, 1], [7, 7]]  # False -> operator 0, True -> operator 1
 
 
 def test_weights_on_a_strategy_that_ignores_them_are_refused():

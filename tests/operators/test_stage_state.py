@@ -10,7 +10,7 @@ from flax import nnx
 
 from datarax.core.errors import ConfigError
 from datarax.dag import DagOperator
-from datarax.operators import ElementOperator, MapOperator
+from datarax.operators import ElementOperator, FilterOperator, MapOperator
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
 
@@ -136,9 +136,24 @@ def test_an_error_raised_by_user_code_in_a_stage_names_the_stage():
     assert "raised in Pipeline stage 1 (ElementOperator 'reads-missing')" in info.value.__notes__
 
 
-def test_a_datarax_error_from_a_stage_gets_no_extra_note():
+def test_a_datarax_error_from_a_stage_is_noted_with_its_position():
     pipeline = Pipeline(source(), stages=[ElementOperator(fn=lambda el, key=None: 3, name="three")],
                         batch_size=4)
     with pytest.raises(Exception, match="fn must return an Element") as info:
         next(iter(pipeline))
-    assert not [n for n in getattr(info.value, "__notes__", []) if "raised in" in n]
+    assert [n for n in info.value.__notes__ if "raised in" in n] == [
+        "raised in Pipeline stage 0 (ElementOperator 'three')"]
+
+
+def test_an_error_after_a_filter_names_its_stage_as_one_before_it_does():
+    def branchy(element, key=None):
+        return {"y": 1 if element.data["x"] else 0}  # Python `if` on a traced field
+
+    for stages, at in (([ElementOperator(fn=branchy, name="branchy"),
+                         FilterOperator(predicate=lambda e: e.data["x"] > 1)], 0),
+                       ([FilterOperator(predicate=lambda e: e.data["x"] > 1),
+                         ElementOperator(fn=branchy, name="branchy")], 1)):
+        with pytest.raises(ConfigError, match="fn needs a concrete value") as info:
+            next(iter(Pipeline(source(), stages=stages, batch_size=4)))
+        assert [n for n in info.value.__notes__ if "raised in" in n] == [
+            f"raised in Pipeline stage {at} (ElementOperator 'branchy')"]

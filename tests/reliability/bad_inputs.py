@@ -43,6 +43,7 @@ from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOper
 from datarax.pipeline import Pipeline  # noqa: E402
 from datarax.storage import CacheFullError, RemoteObjectError  # noqa: E402
 from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
+from datarax.sources.source_call import MISSING  # noqa: E402
 
 from int_record_files import write_records  # noqa: E402
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline  # noqa: E402
@@ -462,6 +463,10 @@ def _double(a: Any) -> Any:
 
 def _route_if(record: Any) -> Any:
     return 0 if record["x"] > 2 else 1  # Python control flow on a traced field
+
+
+def _route_by_half(record: Any) -> Any:
+    return record["x"] / 2  # a float: 1.5 is no operator's number
 
 
 def _x_only(batch: Any) -> Any:
@@ -2775,6 +2780,20 @@ simple("concat-part-skips-not-the-part-s", COMBINING,
        "{'skipped': 2, 'skipped_by_part': [2, 0]}; pass the dict get_state() returned.",
        _nested_concat_part_skips, field="part_skips")
 
+
+def _flat_map_positional_setting() -> Any:
+    from datarax.sources import FlatMapSource
+
+    return FlatMapSource(MemorySource(MemorySourceConfig(), data()), lambda r: [r], 3)
+
+
+def _concat_given_its_config() -> Any:
+    from datarax.sources import ConcatSource, ConcatSourceConfig
+
+    parts = [MemorySource(MemorySourceConfig(), data()) for _ in range(2)]
+    return ConcatSource(ConcatSourceConfig(num_parts=2), parts)  # the data sources' order
+
+
 LOGGING = "Logging (StatsLogger)"
 
 
@@ -3211,6 +3230,13 @@ def _shuffle_buffer(source: Any = None, **kw: Any) -> Any:
     return ShuffleBufferSource(source, **{"buffer_size": 4, **kw})
 
 
+def _shuffle_buffer_given_its_config() -> Any:
+    from datarax.sources import ShuffleBufferSource, ShuffleBufferSourceConfig
+
+    config = ShuffleBufferSourceConfig(buffer_size=4)
+    return ShuffleBufferSource(config, MemorySource(MemorySourceConfig(), data()))
+
+
 def _interleave_bad_cursor() -> None:
     source = _interleave()
     source.set_state({**source.get_state(), "cursor": [3, 0, 0, 0, 0, 1, 0]})
@@ -3441,6 +3467,48 @@ simple("stage-callable-returns-array", OPERATORS,
        "Pipeline stage 0 (_x_only) returned DynamicJaxprTracer; stages must return a dict of "
        "fields: a plain callable gets the whole batch and returns it",
        lambda: first_batch(pipe(stages=[_x_only])))
+
+
+# ------------------------------------ small user-facing fixes (loose24)
+simple("composite-router-float", OPERATORS, "a branching router giving a float (x / 2)",
+       ConfigError, "CompositeOperatorModule 'both': the router must give an integer (the index "
+       "of the operator to apply), got float32; it is not truncated for you: make it an "
+       "integer, e.g. jnp.floor(x).astype(jnp.int32) or jnp.argmax(...).",
+       lambda: first_batch(pipe(stages=[_composite(strategy="branching",
+                                                   router=_route_by_half)])))
+simple("global-batch-list-of-numbers", "Sharding and checkpoints", "a field given as a plain "
+       "list of numbers", ConfigError, "global_batch: field 'x' is a list of numbers (1, 2, 3, "
+       "...); a list stays on the host as it is (text, records of uneven shapes), so it would "
+       "not be placed. Give an array of the dtype you mean, e.g. np.asarray(batch['x'], "
+       "np.int32).", lambda: _global_batch(None, {"x": [1, 2, 3, 4]}))
+simple("hf-from-hf-bad-setting-mode-unset", "Hugging Face", "from_hf(name, seed=-1) with "
+       "streaming= left unset", ConfigError, "from_hf seed must be >= 0, got -1.",
+       lambda: _hf("from_hf", "x", seed=-1), needs=HF)
+simple("hf-from-hf-streaming-option-mode-unset", "Hugging Face", "from_hf(name, chunk_size=0) "
+       "with streaming= left unset", ConfigError, "from_hf chunk_size must be >= 1, got 0.",
+       lambda: _hf("from_hf", "x", chunk_size=0), needs=HF)
+simple("tfds-from-tfds-bad-setting-mode-unset", "TensorFlow Datasets",
+       "from_tfds(name, on_error='ignore') with streaming= left unset", ConfigError,
+       "from_tfds: on_error must be one of ['raise', 'skip'], got 'ignore'.",
+       lambda: _tfds("from_tfds", name="mnist", on_error="ignore"), needs=TFDS)
+simple("concat-given-a-config", COMBINING, "ConcatSource(ConcatSourceConfig(), parts), config "
+       "first as the data sources take it", ConfigError, "ConcatSource takes its parts (a list "
+       "of sources), not its config (ConcatSourceConfig): it builds the config from its "
+       "arguments. Call ConcatSource([a, b, ...], num_epochs=1).", _concat_given_its_config)
+simple("flat-map-max-outputs-positional", COMBINING, "FlatMapSource(source, fn, 3): a setting "
+       "passed positionally", ConfigError, "FlatMapSource takes the source and fn as positional "
+       "arguments, got 3; its settings are keywords. Call FlatMapSource(source, fn, "
+       "max_outputs=...).", _flat_map_positional_setting)
+simple("shuffle-buffer-given-a-config", REORDERING, "ShuffleBufferSource(config, source), "
+       "config first as the data sources take it", ConfigError, "ShuffleBufferSource takes the "
+       "source it shuffles, not its config (ShuffleBufferSourceConfig): it builds the config "
+       "from its arguments. Call ShuffleBufferSource(source, buffer_size=..., seed=0).",
+       _shuffle_buffer_given_its_config)
+simple("interleave-no-cycle-length", REORDERING, "InterleaveSource([a, b]) without "
+       "cycle_length", ConfigError, "InterleaveSource needs cycle_length=... (a keyword). Call "
+       "InterleaveSource([a, b, ...], cycle_length=k).",
+       lambda: _interleave(cycle_length=MISSING))
+
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [

@@ -27,6 +27,14 @@ def test_text_fields_stay_on_the_host():
     assert out["t"] == ["a", "b"]
 
 
+def test_a_list_of_numbers_is_refused_and_ragged_records_stay_on_the_host():
+    ragged = [np.zeros(1, np.float32), np.zeros(2, np.float32)]
+    out = global_batch({"x": np.arange(2, dtype=np.int32), "r": ragged}, data_mesh())
+    assert out["r"] is ragged
+    with pytest.raises(ConfigError, match=r"field 'x' is a list of numbers \(1, 2\)"):
+        global_batch({"x": [1, 2]}, data_mesh())
+
+
 def test_global_batches_over_a_pipeline_epoch():
     pipeline = make_memory_pipeline(10, 4, shuffle=True, drop_remainder=True,
                                     shard_index=0, shard_count=1)

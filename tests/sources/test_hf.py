@@ -15,6 +15,7 @@ datasets = pytest.importorskip("datasets")
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyarrow.parquet")
 
+from datarax.core.data_source import length_or_none  # noqa: E402
 from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError  # noqa: E402
 from datarax.core.spec import TextSpec  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402
@@ -192,6 +193,18 @@ def test_streaming_direct_iteration(sst2_folder):
     source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="validation"))
     assert [int(r["idx"]) for r in source] == list(range(10))
     assert [r["sentence"] for r in source][:2] == ["sentence 0", "sentence 1"]
+
+
+def test_streaming_len_says_a_stream_has_none_and_what_to_use(sst2_folder):
+    source = HFStreamingSource(HFStreamingConfig(name=sst2_folder, split="validation"))
+    assert length_or_none(source) is None and bool(source) is True
+    with pytest.raises(TypeError) as err:
+        len(source)
+    assert str(err.value) == (
+        "HFStreamingSource has no length: it streams the split, read forward only. For a "
+        "source with a length, load the split whole: from_hf(..., streaming=False) "
+        "(HFEagerSource); for the split's size alone, read the dataset's info "
+        "(load_dataset_builder(name).info.splits[split].num_examples).")
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

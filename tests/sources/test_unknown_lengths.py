@@ -23,6 +23,9 @@ CASES = {
                  "parent record, so an epoch's length is known only once it is read."),
     "concat": (lambda: ConcatSource([numbers(0, 3), NumberStream(3, 5)]),
                "ConcatSource has no length: parts [1] do not know theirs"),
+    "stream": (lambda: NumberStream(0, 3),
+               "NumberStream has no length: it is a stream, read forward only; its length is "
+               "known once a pass is read."),
     "sampling mixture": (lambda: MixSource([numbers(0, 3), numbers(3, 5)], [1, 1],
                                            mode="sampling"),
                          "MixSource has no length: it samples endlessly (mode='sampling')"),
@@ -42,3 +45,10 @@ def test_a_source_of_unknown_length_is_true_and_len_says_why(name):
 def test_known_lengths_are_counted_through_the_same_mechanism():
     assert len(ConcatSource([numbers(0, 3), numbers(3, 5)])) == 5
     assert len(MixSource([numbers(0, 3), numbers(3, 5)], [1, 1])) == 5  # the children's sizes
+
+
+def test_a_stream_is_written_as_the_records_one_pass_reads(tmp_path):
+    from datarax.dataset import write_dataset
+
+    info, _ = write_dataset(NumberStream(0, 5), tmp_path / "out")
+    assert sum(shard.records for shard in info.shards) == 5

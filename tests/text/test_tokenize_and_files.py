@@ -396,6 +396,32 @@ def test_a_bad_document_after_records_the_stream_skipped_is_named_by_its_record(
         drain(raising, 2)
 
 
+def test_a_bad_document_of_a_mixture_is_named_by_its_source_and_draw(tmp_path) -> None:
+    """A MixSource's stable index is draw * sources + source, not a position: a bad
+    document is named as MixSource.locate names its record."""
+    from hf_files import write_jsonl
+
+    from datarax.mixing import MixSource
+    from datarax.sources import HFStreamingConfig, HFStreamingSource
+    from datarax.text import HFStreamDocuments
+
+    def stream(name: str, texts: list[str]) -> HFStreamingSource:
+        path = write_jsonl(tmp_path / f"{name}.jsonl", [{"text": t} for t in texts])
+        return HFStreamingSource(HFStreamingConfig(data_files=path))
+
+    mix = MixSource({"a": stream("a", ["1 2", "3", "4", "5"]),
+                     "b": stream("b", ["7", "", "8", "9"])}, {"a": 1, "b": 1},
+                    records_per_epoch=8)
+    source = PackedTextSource(PackedTextConfig(seq_len=4), HFStreamDocuments(mix, field="text"),
+                              word_ids)
+    with pytest.raises(RecordError) as err:
+        drain(source, 2)
+    assert mix.locate(2, 0) == ("b", 1)  # the empty text: b's second record, served third
+    assert str(err.value).startswith(
+        "PackedTextSource: draw 1 of MixSource source 'b' (record 2 of pass 0 of the mixture), "
+        "its field 'text' is empty (no text).")
+
+
 def test_a_pass_whose_every_document_is_bad_is_an_error_even_with_skip(tmp_path) -> None:
     # A misspelt field skips every line: a loop that counts steps would wait forever for a
     # batch. Skipping passes over bad documents among good ones, not over a whole pass.

@@ -19,6 +19,7 @@ from datarax.core.batch import batch_length, record_at
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec, field_spec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
+from datarax.dataset.write_outcome import count_words
 
 EXCERPT = 60
 
@@ -252,8 +253,9 @@ def run_inspect(
         print(f"records: {report['records']}{how}")
     if "metadata" in report:
         meta = report["metadata"]
-        print(f"dataset: {meta['records']} records in {meta['shards']} shards (format "
-              f"version {meta['format_version']}), {meta['skipped']} rows skipped at conversion")
+        print(f"dataset: {count_words(meta['records'], 'record')} in "
+              f"{count_words(meta['shards'], 'shard')} (format version {meta['format_version']}), "
+              f"{count_words(meta['skipped'], 'row')} skipped at conversion")
         _print_fields("features:", meta["features"])
     _print_fields("element spec (no batches: a field has a variable shape, so the reader needs "
                   "decode=; records below decoded one by one):" if one_by_one else "element spec:",

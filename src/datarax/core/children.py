@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, check_contract
-from datarax.core.errors import SourceContractError
+from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.reading import reading_of
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "check_child",
     "check_children",
     "check_distinct",
+    "check_no_config",
     "child_settings",
     "close_each",
 ]
@@ -64,6 +66,34 @@ def check_child(owner: str, name: str, child: Any, *, whole: str, children: str)
             f"{owner} {name} is sharded (share {child.shard.index} of {child.shard.count}); "
             f"shard {whole} (the Pipeline does), not its {children}."
         )
+
+
+def check_no_config(owner: str, taken: Sequence[Any], extra: Sequence[Any], *, takes: str,
+                    call: str, left_out: Sequence[str] = ()) -> None:
+    """Refuse a composite source given a config among its positional arguments (``taken``:
+    those it takes, named by ``takes``; ``extra``: any more), as the data sources take it
+    first, or given more of them than it takes: it builds its config from its children
+    and keywords. ``left_out`` names required keywords not given (refused after those).
+
+    Example:
+        >>> from datarax.sources import ShuffleBufferSourceConfig
+        >>> check_no_config("ShuffleBufferSource", (ShuffleBufferSourceConfig(buffer_size=4),),
+        ...                 ([],), takes="the source", call="ShuffleBufferSource(source, buffer_size=...)")
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: ShuffleBufferSource takes the source, not its config (ShuffleBufferSourceConfig): it builds the config from its arguments. Call ShuffleBufferSource(source, buffer_size=...).
+    """
+    given = (*taken, *extra)
+    configs = [type(v).__name__ for v in given if isinstance(v, StructuralConfig)]
+    if configs:
+        raise ConfigError(f"{owner} takes {takes}, not its config ({configs[0]}): it builds "
+                          f"the config from its arguments. Call {call}.")
+    if extra:
+        raise ConfigError(f"{owner} takes {takes} as positional arguments, got {len(given)}; "
+                          f"its settings are keywords. Call {call}.")
+    if left_out:
+        raise ConfigError(f"{owner} needs " + " and ".join(f"{k}=..." for k in left_out)
+                          + f" (a keyword). Call {call}.")
 
 
 def check_children(owner: str, kind: str, labels: Sequence[str], children: Sequence[Any], *,

@@ -170,13 +170,14 @@ def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
 
 
 def _noted(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
-    """``call()``; an error raised by user code in it (not one of datarax's own, which
-    name the stage already) gets a note saying which stage raised it."""
+    """``call()``; an error raised in it gets a note saying which stage raised it, by its
+    position (``where``) and name, unless its message names that position already (a
+    datarax error names the operator, not where it stands among the stages)."""
     try:
         return call()
-    except DataraxError:
-        raise
     except Exception as err:
+        if isinstance(err, DataraxError) and f"{where} (" in str(err):
+            raise
         name = getattr(stage, "name", None)
         label = f"{type(stage).__name__} '{name}'" if name else repr(stage)
         err.add_note(f"raised in {where} ({label})")

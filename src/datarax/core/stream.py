@@ -48,7 +48,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.config import StructuralConfig
-from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
@@ -88,10 +88,12 @@ def _other_stream(source: StreamSource) -> str:
             "go back to the pass's first record")
 
 
-class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
+class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM):
     """Base of forward-only streams: implement ``get_batch(batch_size)`` (the next batch
     of at most ``batch_size`` records, text as lists of ``str``; ``None`` at the pass's
-    end), ``element_spec`` and, for more than one pass, ``restart(epoch)``."""
+    end), ``element_spec`` and, for more than one pass, ``restart(epoch)``. ``len()``
+    is ``TypeError("<class> has no length: ...")`` (:class:`LengthIfKnown`), unless the
+    stream defines ``__len__`` or :meth:`length_or_reason`."""
 
     def __init__(
         self,
@@ -102,6 +104,10 @@ class StreamSource(DataSourceModule, kind_base=SourceKind.STREAM):
     ) -> None:
         super().__init__(config, rngs=rngs, name=name)
         self.__pass = StreamPass()
+
+    def length_or_reason(self) -> int | str:
+        """Why a stream has no length (a stream that knows its length says it here)."""
+        return "it is a stream, read forward only; its length is known once a pass is read."
 
     def get_batch(self, batch_size: int) -> Batch | None:  # pragma: no cover - abstract
         """The next batch (at most ``batch_size`` records) of the current pass, or None."""

@@ -397,8 +397,11 @@ def as_rows(records: Any) -> Rows:
         raise ConfigError(
             f"write_dataset takes a Hugging Face Dataset (one split), got {type(records).__name__}; "
             "pick a split, e.g. dataset['train'].")
-    if hasattr(records, "element_spec") and hasattr(records, "get_state") and hasattr(records, "__len__"):
-        return _SourceRows(records)
+    if hasattr(records, "element_spec") and hasattr(records, "get_state"):
+        from datarax.core.data_source import length_or_none  # a source: JAX is imported
+
+        if length_or_none(records) is not None:  # a stream is read as an iterable
+            return _SourceRows(records)
     if isinstance(records, Mapping):
         raise ConfigError(
             "write_dataset takes records (an iterable of dicts), got one dict: wrap one record "

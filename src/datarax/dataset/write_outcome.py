@@ -13,7 +13,7 @@ import dataclasses
 from datarax.dataset.fields import RecordMismatchError
 from datarax.errors import DataraxError
 
-__all__ = ["ConversionError", "WriteSummary", "bad_record_message"]
+__all__ = ["ConversionError", "WriteSummary", "bad_record_message", "count_words"]
 
 
 class ConversionError(DataraxError):
@@ -33,16 +33,17 @@ class WriteSummary:
     seconds: float
 
     def __str__(self) -> str:
-        head = (f"{_count(self.records, 'record')}, {self.bytes / 1e6:.1f} MB in "
-                f"{_count(self.shards, 'shard')}")
+        head = (f"{count_words(self.records, 'record')}, {self.bytes / 1e6:.1f} MB in "
+                f"{count_words(self.shards, 'shard')}")
         if self.shards and self.shards_resumed == self.shards:
             return f"{head}, already complete (nothing written)"
         rate = self.records / self.seconds if self.seconds > 0 else float("inf")
-        return (f"{head} ({self.shards_resumed} resumed), {_count(self.skipped_rows, 'row')} "
+        return (f"{head} ({self.shards_resumed} resumed), {count_words(self.skipped_rows, 'row')} "
                 f"skipped, {self.seconds:.1f} s ({rate:,.0f} records/s)")
 
 
-def _count(n: int, word: str) -> str:
+def count_words(n: int, word: str) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: ``1 shard``, ``3 records``."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 

@@ -54,7 +54,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import gather_rows
-from datarax.core.children import ChildSources, child_settings
+from datarax.core.children import ChildSources, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import ConfigError
@@ -134,19 +134,22 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         self,
         sources: Mapping[str, DataSourceModule] | Sequence[DataSourceModule],
         weights: Mapping[str, float] | Sequence[float],
-        *,
+        *extra: Any,
         mode: str = "epoch",
         seed: int = 0,
         records_per_epoch: int | None = None,
         name: str | None = None,
     ) -> None:
-        if isinstance(sources, MixSourceConfig) or isinstance(weights, MixSourceConfig):
+        if any(isinstance(v, MixSourceConfig) for v in (sources, weights, *extra)):
             # upstream's MixDataSourcesNode(config, sources): here the config is built
             raise ConfigError(
                 "MixSource takes the sources and their weights, not a MixSourceConfig (it "
                 "builds its config from them): MixSource([a, b], [0.7, 0.3], mode='epoch', "
                 "seed=0), or by name, MixSource({'a': a, 'b': b}, {'a': 0.7, 'b': 0.3})."
             )
+        check_no_config("MixSource", (sources, weights), extra,
+                        takes="the sources and their weights",
+                        call="MixSource([a, b], [0.7, 0.3], mode='epoch', seed=0)")
         if isinstance(sources, Mapping):
             names, children = [str(k) for k in sources], list(sources.values())
         elif isinstance(sources, Sequence) and not isinstance(sources, (str, bytes)):

@@ -105,7 +105,8 @@ class CompositeOperatorModule(OperatorModule):
             (``strategy="parallel", merge="sum"``).
         operators: the child operators (at least one).
         conditions: for ``conditional_sequential``, one ``condition(record) -> bool`` each.
-        router: for ``branching``, ``router(record) -> int`` (clamped by ``lax.switch``).
+        router: for ``branching``, ``router(record) -> int`` (clamped by ``lax.switch``;
+            a float result is refused, not truncated).
 
     Example:
         >>> import jax.numpy as jnp
@@ -246,7 +247,15 @@ class CompositeOperatorModule(OperatorModule):
     def _branch(self, record: Batch, key: Any) -> Batch:
         branches = switch_branches(self.operators, record, key,
                                    f"CompositeOperatorModule '{self.name}'")
-        index = self._one_value(self.router(record), "the router", "int32")
+        value = self.router(record)
+        dtype = jnp.result_type(value)
+        if not (jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.bool_)):
+            raise ConfigError(
+                f"CompositeOperatorModule '{self.name}': the router must give an integer (the "
+                f"index of the operator to apply), got {dtype}; it is not truncated for you: "
+                "make it an integer, e.g. jnp.floor(x).astype(jnp.int32) or jnp.argmax(...)."
+            )
+        index = self._one_value(value, "the router", "int32")
         return jax.lax.switch(index, branches, record, key)
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:

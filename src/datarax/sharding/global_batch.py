@@ -46,14 +46,32 @@ def global_batch(
     axis ``axis`` (default: the first; other axes replicate). Text fields stay per process.
 
     Raises:
-        ConfigError: an unknown axis, or a local batch that does not split evenly over
-            this process's devices on that axis.
+        ConfigError: an unknown axis, a local batch that does not split evenly over
+            this process's devices on that axis, or a field that is a plain list of
+            numbers (a list is a host value, kept as it is: give an array).
     """
     axis = mesh.axis_names[0] if axis is None else axis
     if axis not in mesh.axis_names:
         raise ConfigError(f"global_batch: mesh has axes {list(mesh.axis_names)}, not {axis!r}.")
+    _refuse_number_lists(local_batch, "global_batch")
     placement = BatchPlacement(NamedSharding(mesh, PartitionSpec(axis)))
     return placement.place(local_batch, "global_batch")
+
+
+def _refuse_number_lists(batch: Mapping[str, Any], where: str) -> None:
+    """Refuse a field that is a plain list of numbers: batches keep lists (text, records of
+    uneven shapes) on the host as they are, so it would come back unplaced."""
+    for name, value in batch.items():
+        if isinstance(value, Mapping):
+            _refuse_number_lists(value, f"{where}, field '{name}'")
+        elif isinstance(value, list) and value and all(
+                isinstance(v, (bool, int, float, np.bool_, np.number)) for v in value):
+            shown = value[:3] + (["..."] if len(value) > 3 else [])
+            raise ConfigError(
+                f"{where}: field '{name}' is a list of numbers ({', '.join(map(str, shown))}); a "
+                "list stays on the host as it is (text, records of uneven shapes), so it would "
+                "not be placed. Give an array of the dtype you mean, e.g. "
+                f"np.asarray(batch['{name}'], np.int32).")
 
 
 def global_batches(

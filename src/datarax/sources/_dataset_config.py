@@ -200,3 +200,26 @@ def streaming_choice(where: str, streaming: Any, eager_class: type, config_class
             "streaming=True."
         )
     return True if given else streaming
+
+
+def factory_config(where: str | None, config_class: type, settings: dict[str, Any]) -> Any:
+    """``config_class(**settings)``, built by the factory ``where`` (``from_hf``,
+    ``from_tfds``) called without ``streaming=``: a setting it refuses is named as the
+    factory's, not as a config the caller never named (``from_hf seed must be >= 0, got
+    -1.``). ``where`` None: the caller chose the mode, so the config is named.
+
+    Example:
+        >>> from datarax.sources.hf import HFStreamingConfig
+        >>> factory_config("from_hf", HFStreamingConfig, {"name": "imdb", "seed": -1})
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: from_hf seed must be >= 0, got -1.
+    """
+    try:
+        return config_class(**settings)
+    except ConfigError as err:
+        message, named = str(err), config_class.__name__
+        if where is None or not message.startswith((named + ".", named + " ", named + ":")):
+            raise
+        rest = message[len(named):]  # ".seed must ...", " needs ...", ": on_error must ..."
+        raise ConfigError(where + (" " + rest[1:] if rest[0] == "." else rest)) from None

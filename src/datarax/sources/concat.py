@@ -44,7 +44,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
-from datarax.core.children import ChildSources, child_settings
+from datarax.core.children import ChildSources, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import (
     DataSourceModule,
@@ -108,10 +108,12 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def __init__(
         self,
         parts: Sequence[DataSourceModule],
-        *,
+        *extra: Any,
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
+        check_no_config("ConcatSource", (parts,), extra, takes="its parts (a list of sources)",
+                        call="ConcatSource([a, b, ...], num_epochs=1)")
         check_source_list("ConcatSource", parts, "part", call="ConcatSource([a, b, ...]) (a "
                           "single source as ConcatSource([source]))", whole="the concatenation",
                           joined="concatenated", action="concatenating")

@@ -51,7 +51,14 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, record_at, stack_records
-from datarax.core.children import ChildSources, check_child, child_settings, restore_place, saved_place
+from datarax.core.children import (
+    ChildSources,
+    check_child,
+    check_no_config,
+    child_settings,
+    restore_place,
+    saved_place,
+)
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind, skipping_setting
 from datarax.core.errors import DataraxError, StateError
@@ -61,6 +68,7 @@ from datarax.core.stage_digest import describe, digest
 from datarax.core.reading import compiled, read_at, reading_of
 from datarax.sources.child_records import CHUNK, ForwardReads, Stands
 from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
+from datarax.sources.source_call import MISSING
 from datarax.typing import Batch
 
 __all__ = ["FlatMapSource", "FlatMapSourceConfig"]
@@ -129,12 +137,15 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
         self,
         source: DataSourceModule,
         fn: Callable[[Any], Sequence[Mapping[str, Any]]],
-        *,
-        max_outputs: int,
+        *extra: Any,
+        max_outputs: int = MISSING,
         cast_float64: bool = False,
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
+        check_no_config("FlatMapSource", (source, fn), extra, takes="the source and fn",
+                        call="FlatMapSource(source, fn, max_outputs=...)",
+                        left_out=["max_outputs"] if max_outputs is MISSING else [])
         check_child("FlatMapSource", "source", source, whole="the flat-mapped source",
                     children="parent")
         if not callable(fn):

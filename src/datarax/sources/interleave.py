@@ -48,7 +48,13 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches
-from datarax.core.children import ChildSources, child_settings, restore_place, saved_place
+from datarax.core.children import (
+    ChildSources,
+    check_no_config,
+    child_settings,
+    restore_place,
+    saved_place,
+)
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.errors import StateError
@@ -56,6 +62,7 @@ from datarax.core.module import HostState
 from datarax.core.position import past_the_end
 from datarax.core.spec import checked_spec
 from datarax.sources.child_records import ChildRecords, ForwardReads, Stands, check_source_list
+from datarax.sources.source_call import MISSING
 from datarax.typing import Batch
 
 __all__ = ["InterleaveSource", "InterleaveSourceConfig"]
@@ -118,12 +125,16 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
     def __init__(
         self,
         children: Sequence[DataSourceModule],
-        *,
-        cycle_length: int,
+        *extra: Any,
+        cycle_length: int = MISSING,
         block_length: int = 1,
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
+        check_no_config("InterleaveSource", (children,), extra,
+                        takes="its sources (a list)",
+                        call="InterleaveSource([a, b, ...], cycle_length=k)",
+                        left_out=["cycle_length"] if cycle_length is MISSING else [])
         check_source_list("InterleaveSource", children, "source",
                           call="InterleaveSource([a, b, ...], cycle_length=k)",
                           whole="the interleave", joined="interleaved", action="interleaving")

@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from datarax.core.batch import concat_batches, take_records
-from datarax.core.children import ChildSources, check_child, child_settings
+from datarax.core.children import ChildSources, check_child, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_int, check_seed
 from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
 from datarax.core.module import HostState
@@ -51,6 +51,7 @@ from datarax.core.position import past_the_end
 from datarax.core.spec import checked_spec
 from datarax.samplers.shard_window import permute, window_seed
 from datarax.sources.child_records import CHUNK, ChildRecords, ForwardReads, Stands, rows_of
+from datarax.sources.source_call import MISSING
 from datarax.typing import Batch
 
 __all__ = ["ShuffleBufferSource", "ShuffleBufferSourceConfig", "window_order"]
@@ -114,12 +115,15 @@ class ShuffleBufferSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceM
     def __init__(
         self,
         source: DataSourceModule,
-        *,
-        buffer_size: int,
+        *extra: Any,
+        buffer_size: int = MISSING,
         seed: int = 0,
         num_epochs: int = 1,
         name: str | None = None,
     ) -> None:
+        check_no_config("ShuffleBufferSource", (source,), extra, takes="the source it shuffles",
+                        call="ShuffleBufferSource(source, buffer_size=..., seed=0)",
+                        left_out=["buffer_size"] if buffer_size is MISSING else [])
         check_child("ShuffleBufferSource", "source", source, whole="the shuffled source",
                     children="parent")
         config = ShuffleBufferSourceConfig(buffer_size=buffer_size, seed=seed,

@@ -23,6 +23,7 @@ import numpy as np
 
 from datarax.core.errors import ConfigError
 from datarax.host.specs import describe_field
+from datarax.mixing import MixSource
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,8 @@ class HFStreamDocuments:
     ``seek(epoch, 0)`` opens a pass and ``get_batch_with_indices`` reads it; resuming at
     document ``start`` reads past the ones before it. Give the source to this reader only
     (not also to a Pipeline); ``PackedTextSource`` shards the documents per process.
+    A bad document is named by its record in the stream; over a ``MixSource``, by its
+    source and draw (as :meth:`~datarax.mixing.MixSource.locate` names it).
 
     Example:
         >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
@@ -166,6 +169,9 @@ class HFStreamDocuments:
         # pass -> {document: its record's index less its own} from each record the stream
         # skipped on: a message names the record of the stream, not the document number
         self._shifts: dict[int, dict[int, int]] = {}
+        # a mixture serves every position of its pass (its stable indices are draws, not
+        # positions): a document is named by its source and draw (MixSource.locate)
+        self._mixture = isinstance(source, MixSource)
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         self.source.seek(epoch, 0)
@@ -178,10 +184,12 @@ class HFStreamDocuments:
             if batch is None:
                 return
             values = batch[self.field]
-            moved = np.asarray(indices) - np.arange(document, document + len(values))
-            for j in np.flatnonzero(np.diff(moved, prepend=last)):
-                shifts[document + int(j)] = int(moved[j])
-            document, last = document + len(values), int(moved[-1]) if len(moved) else last
+            if not self._mixture:
+                moved = np.asarray(indices) - np.arange(document, document + len(values))
+                for j in np.flatnonzero(np.diff(moved, prepend=last)):
+                    shifts[document + int(j)] = int(moved[j])
+                last = int(moved[-1]) if len(moved) else last
+            document += len(values)
             if skip >= len(values):
                 skip -= len(values)
                 continue
@@ -189,6 +197,10 @@ class HFStreamDocuments:
             skip = 0
 
     def describe(self, epoch: int, index: int) -> str:
+        if self._mixture:
+            name, draw = self.source.locate(index, epoch)
+            return (f"draw {draw} of MixSource source '{name}' (record {index} of pass {epoch} "
+                    f"of the mixture), its field '{self.field}'")
         shifts = self._shifts.get(epoch, {})
         at = max((d for d in tuple(shifts) if d <= index), default=None)  # read on a worker
         return (f"record {index + (shifts[at] if at is not None else 0)} of pass {epoch} "

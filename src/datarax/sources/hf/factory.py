@@ -8,7 +8,7 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.sources._dataset_config import EAGER_MAX_BYTES, streaming_choice
+from datarax.sources._dataset_config import EAGER_MAX_BYTES, factory_config, streaming_choice
 from datarax.sources.hf.config import HFEagerConfig, HFStreamingConfig
 from datarax.sources.hf.eager import HFEagerSource
 from datarax.sources.hf.locate import split_bytes
@@ -47,15 +47,17 @@ def from_hf(
         >>> from datarax.sources import from_hf
         >>> source = from_hf("stanfordnlp/sst2", "train", streaming=True, rngs=nnx.Rngs(0))  # doctest: +SKIP
     """
+    where = None if streaming is not None else "from_hf"  # the mode (its config) unnamed
     streaming = streaming_choice("from_hf", streaming, HFEagerConfig, HFStreamingConfig, config)
     remote: dict[str, Any] = {"cache": cache, "storage_options": storage_options}
+    settings = {"name": name, "split": split, **config}
     if streaming is None:
-        streaming = not _fits_eager(HFStreamingConfig(name=name, split=split, **config),
-                                    storage_options)
+        probe = factory_config(where, HFStreamingConfig, settings)
+        streaming = not _fits_eager(probe, storage_options)
     if streaming:
-        return HFStreamingSource(HFStreamingConfig(name=name, split=split, **config), rngs=rngs,
+        return HFStreamingSource(factory_config(where, HFStreamingConfig, settings), rngs=rngs,
                                  **remote)
-    return HFEagerSource(HFEagerConfig(name=name, split=split, **config), rngs=rngs, **remote)
+    return HFEagerSource(factory_config(where, HFEagerConfig, settings), rngs=rngs, **remote)
 
 
 def _fits_eager(config: HFStreamingConfig,

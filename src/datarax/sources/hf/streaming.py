@@ -115,6 +115,12 @@ class HFStreamingSource(SkipCounts, StreamSource):
         )
 
     # ------------------------------------------------------------- contract
+    def length_or_reason(self) -> str:
+        return ("it streams the split, read forward only. For a source with a length, load "
+                "the split whole: from_hf(..., streaming=False) (HFEagerSource); for the "
+                "split's size alone, read the dataset's info (load_dataset_builder(name)"
+                ".info.splits[split].num_examples).")
+
     def element_spec(self) -> dict[str, Any]:
         """Fields, per-record shapes and dtypes (text: ``TextSpec``), from the first chunk."""
         return dict(self._spec)

@@ -6,7 +6,7 @@ from typing import Any
 
 from flax import nnx
 
-from datarax.sources._dataset_config import EAGER_MAX_BYTES, streaming_choice
+from datarax.sources._dataset_config import EAGER_MAX_BYTES, factory_config, streaming_choice
 from datarax.sources.tfds.config import TFDSEagerConfig, TFDSStreamingConfig
 from datarax.sources.tfds.eager import TFDSEagerSource
 from datarax.sources.tfds.features import Decoder
@@ -35,13 +35,15 @@ def from_tfds(
         >>> from datarax.sources import from_tfds
         >>> source = from_tfds("mnist", "train", shuffle=True, seed=42)  # doctest: +SKIP
     """
+    where = None if streaming is not None else "from_tfds"  # the mode (its config) unnamed
     streaming = streaming_choice("from_tfds", streaming, TFDSEagerConfig, TFDSStreamingConfig,
                                  config)
+    settings = {"name": name, "split": split, **config}
     if streaming is None:
-        streaming = not _fits_eager(TFDSEagerConfig(name=name, split=split, **config))
+        streaming = not _fits_eager(factory_config(where, TFDSEagerConfig, settings))
     if streaming:
-        return TFDSStreamingSource(TFDSStreamingConfig(name=name, split=split, **config), rngs=rngs)
-    return TFDSEagerSource(TFDSEagerConfig(name=name, split=split, **config), rngs=rngs)
+        return TFDSStreamingSource(factory_config(where, TFDSStreamingConfig, settings), rngs=rngs)
+    return TFDSEagerSource(factory_config(where, TFDSEagerConfig, settings), rngs=rngs)
 
 
 def _fits_eager(config: TFDSEagerConfig) -> bool:
