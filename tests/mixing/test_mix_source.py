@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
-from datarax.core.data_source import length_or_none
+from datarax.core.lengths import length_or_none
 from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
 from datarax.mixing import MixSource
 from datarax.operators import ElementOperator, ElementOperatorConfig

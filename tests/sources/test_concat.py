@@ -15,7 +15,7 @@ from int_record_files import damaged_copy, write_records
 from number_sources import NumberStream, numbers
 from source_reads import check_pipeline_resumes, two_epochs
 
-from datarax.core.data_source import length_or_none
+from datarax.core.lengths import length_or_none
 from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import (

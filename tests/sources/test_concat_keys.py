@@ -15,7 +15,7 @@ from flax import nnx
 from source_reads import check_pipeline_resumes, flat, read_all
 
 from bad_rows import Rows, RowsConfig
-from datarax.core.data_source import stable_index_span
+from datarax.core.lengths import stable_index_span
 from datarax.core.errors import StateError
 from datarax.mixing import MixSource
 from datarax.operators import ElementOperator, ElementOperatorConfig

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.data_source import length_or_none
+from datarax.core.lengths import length_or_none
 from datarax.core.errors import DataraxError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import (ConcatSource, FlatMapSource, MemorySource, MemorySourceConfig,

@@ -15,7 +15,7 @@ datasets = pytest.importorskip("datasets")
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyarrow.parquet")
 
-from datarax.core.data_source import length_or_none  # noqa: E402
+from datarax.core.lengths import length_or_none  # noqa: E402
 from datarax.core.errors import ConfigError, DataraxError, RecordError, StateError  # noqa: E402
 from datarax.core.spec import TextSpec  # noqa: E402
 from datarax.pipeline import Pipeline  # noqa: E402

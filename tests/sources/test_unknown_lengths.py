@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from datarax.core.data_source import length_or_none
+from datarax.core.lengths import length_or_none
 from datarax.mixing import MixSource
 from datarax.sources import ConcatSource, FlatMapSource, InterleaveSource, ShuffleBufferSource
 

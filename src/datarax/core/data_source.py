@@ -31,6 +31,7 @@ from datarax.core.batch import record_at
 from datarax.core.config import SEED_SWITCHES, StructuralConfig, config_settings
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError
+from datarax.core.lengths import length_or_none
 from datarax.core.module import DataraxModule, HostState
 from datarax.core.position import SourcePosition
 from datarax.core.share import Share
@@ -453,69 +454,6 @@ def _call_problem(cls: type) -> str | None:
                     f"{cls.__name__}.{method}{bare} cannot be called as datarax calls "
                     f"it, {method}{arguments}: define it as {method}(self, {form}).")
     return _CALL_PROBLEMS[cls]
-
-
-def length_or_none(source: Any) -> int | None:
-    """``len(source)``, or None for a source that does not know its length.
-
-    Example:
-        >>> length_or_none([1, 2, 3]), length_or_none(iter([1, 2, 3]))
-        (3, None)
-    """
-    try:
-        return len(source)
-    except TypeError:
-        return None
-
-
-def stable_index_span(source: Any) -> int | None:
-    """How many stable indices ``source``'s records take: every record of every pass
-    has its stable index in ``[0, span)`` (per-record keys are derived from it). A
-    source whose span is not its length says it with a ``stable_index_span()`` method
-    (a mixture: None, its draws counted across passes; a concatenation: the sum of its
-    parts'); any other's is its length. None: unknown or unbounded. A source built from
-    others that shifts their stable indices (a concatenation) shifts them by spans, so
-    no two records of an epoch share one.
-
-    Example:
-        >>> from datarax.sources import MemorySource, MemorySourceConfig
-        >>> stable_index_span(MemorySource(MemorySourceConfig(), {"x": np.arange(5)}))
-        5
-    """
-    says = getattr(source, "stable_index_span", None)
-    return says() if callable(says) else length_or_none(source)
-
-
-class LengthIfKnown:
-    """Mixin of a source whose length may be unknown before it is read (a flat map, an
-    interleave, a concatenation or a mixture of such): ``len()`` is what
-    :meth:`length_or_reason` returns, or ``TypeError("<class> has no length: <reason>")``
-    when that is a reason; ``bool()`` is always True (a source, not a count of records).
-
-    Example:
-        >>> class Endless(LengthIfKnown):
-        ...     def length_or_reason(self):
-        ...         return "it never ends"
-        >>> bool(Endless()), length_or_none(Endless())
-        (True, None)
-        >>> len(Endless())
-        Traceback (most recent call last):
-        ...
-        TypeError: Endless has no length: it never ends
-    """
-
-    def __bool__(self) -> bool:
-        return True  # without this, bool() would ask len()
-
-    def __len__(self) -> int:
-        length = self.length_or_reason()
-        if isinstance(length, str):
-            raise TypeError(f"{type(self).__name__} has no length: {length}")
-        return length
-
-    def length_or_reason(self) -> int | str:  # pragma: no cover - abstract
-        """The number of records of an epoch, or why it is not known before reading."""
-        raise NotImplementedError
 
 
 def skipping_setting(source: Any) -> str | None:

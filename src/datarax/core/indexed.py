@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from datarax.core.batch import record_at
-from datarax.core.data_source import DataSourceModule, SourceKind, length_or_none
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.lengths import length_or_none
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.errors import ConfigError, first_line
 from datarax.typing import Batch

@@ -48,7 +48,8 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.config import StructuralConfig
-from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.lengths import LengthIfKnown
 from datarax.core.errors import SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end

@@ -398,7 +398,7 @@ def as_rows(records: Any) -> Rows:
             f"write_dataset takes a Hugging Face Dataset (one split), got {type(records).__name__}; "
             "pick a split, e.g. dataset['train'].")
     if hasattr(records, "element_spec") and hasattr(records, "get_state"):
-        from datarax.core.data_source import length_or_none  # a source: JAX is imported
+        from datarax.core.lengths import length_or_none  # a source: JAX is imported
 
         if length_or_none(records) is not None:  # a stream is read as an iterable
             return _SourceRows(records)

@@ -56,7 +56,8 @@ from flax import nnx
 from datarax.core.batch import gather_rows
 from datarax.core.children import ChildSources, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_seed
-from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.lengths import LengthIfKnown
 from datarax.core.errors import ConfigError
 from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, reading_of

@@ -10,7 +10,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.data_source import DataSourceModule, length_or_none, skipping_setting
+from datarax.core.data_source import DataSourceModule, skipping_setting
+from datarax.core.lengths import length_or_none
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.operator import OperatorModule, refuse_rng_state
 from datarax.core.reading import Reading, reading_of

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datarax.core.data_source import length_or_none
+from datarax.core.lengths import length_or_none
 from datarax.core.errors import ConfigError, StaleIteratorError
 from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put

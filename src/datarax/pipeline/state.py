@@ -47,7 +47,7 @@ import jax
 import numpy as np
 
 import datarax.pipeline.elastic as elastic
-from datarax.core.data_source import length_or_none
+from datarax.core.lengths import length_or_none
 from datarax.core.draws import DRAW_VERSION
 from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule

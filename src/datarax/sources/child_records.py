@@ -45,7 +45,8 @@ import numpy as np
 
 from datarax.core.batch import take_records
 from datarax.core.children import check_children
-from datarax.core.data_source import DataSourceModule, length_or_none
+from datarax.core.data_source import DataSourceModule
+from datarax.core.lengths import length_or_none
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, skips_in_position

@@ -12,7 +12,7 @@ state adds ``skipped`` and ``skipped_by_part`` for parts that skip bad records, 
 unknown length — a stream, resumed by reading the epoch again up to the position.
 
 A record's stable index (what per-record keys come from) is its part's plus the
-:func:`~datarax.core.data_source.stable_index_span` of the parts before it: for parts of
+:func:`~datarax.core.lengths.stable_index_span` of the parts before it: for parts of
 plain sources, their lengths. Where a part before the last has unbounded stable indices
 (a mixture's count draws across passes), part ``i``'s record of stable index ``s`` is
 ``s * num_parts + i`` instead, so no two records of an epoch share one (the setting
@@ -46,12 +46,8 @@ from flax import nnx
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_int
-from datarax.core.data_source import (
-    DataSourceModule,
-    LengthIfKnown,
-    SourceKind,
-    stable_index_span,
-)
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.lengths import LengthIfKnown, stable_index_span
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import saved_counts

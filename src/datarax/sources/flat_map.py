@@ -60,7 +60,8 @@ from datarax.core.children import (
     saved_place,
 )
 from datarax.core.config import StructuralConfig, check_bool, check_int
-from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind, skipping_setting
+from datarax.core.data_source import DataSourceModule, SourceKind, skipping_setting
+from datarax.core.lengths import LengthIfKnown
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end, saved_count, saved_counts

@@ -56,7 +56,8 @@ from datarax.core.children import (
     saved_place,
 )
 from datarax.core.config import StructuralConfig, check_int
-from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.lengths import LengthIfKnown
 from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end

@@ -45,7 +45,8 @@ import numpy as np
 from datarax.core.batch import concat_batches, take_records
 from datarax.core.children import ChildSources, check_child, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_int, check_seed
-from datarax.core.data_source import DataSourceModule, LengthIfKnown, SourceKind
+from datarax.core.data_source import DataSourceModule, SourceKind
+from datarax.core.lengths import LengthIfKnown
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
 from datarax.core.spec import checked_spec
