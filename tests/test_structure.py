@@ -297,3 +297,10 @@ def test_the_checks_find_cycles_upward_imports_and_private_reaches(tmp_path, mon
         ("datarax.pipeline.top", "datarax.core._hidden"),
         ("datarax.pipeline.top", "datarax.core.b._helper"),
     ]
+
+
+def test_no_module_is_over_500_lines():
+    """One idea per module: a module past 500 lines holds two (split it where they part)."""
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 500}
+    assert long == {}
