@@ -145,15 +145,26 @@ def _an_empty_parquet(files: Any) -> bool:
 
 
 def _a_parquet_folder_with_an_empty_file(name: str) -> bool:
-    """Whether the local folder ``name``'s data files (those with a ``datasets`` builder,
-    hidden folders left out) are all Parquet, one of them with no rows (see
-    :func:`_an_empty_parquet`)."""
-    data = []
-    for root, folders, names in os.walk(name):
-        folders[:] = [f for f in folders if not f.startswith(".")]
-        data += [os.path.join(root, n) for n in names if builder_for(n) is not None]
+    """Whether the local folder ``name``'s data files are all Parquet, one of them with
+    no rows (see :func:`_an_empty_parquet`)."""
+    data = _local_data_files(name, None)
     return bool(data) and all(builder_for(f) == "parquet" for f in data) \
         and _an_empty_parquet(data)
+
+
+def _local_data_files(name: str | None, files: Any) -> list[str]:
+    """The local data files (those with a ``datasets`` builder) that ``files`` names
+    (globs expanded), else those of the file or folder ``name`` (hidden folders left
+    out)."""
+    entries = [files] if isinstance(files, str) else list(files or ())
+    found = [m for f in entries if isinstance(f, str) and not is_remote(f)
+             for m in pattern_files(f)]
+    if not entries and name is not None:
+        found = [name] if os.path.isfile(name) else []
+        for root, folders, names in os.walk(name):
+            folders[:] = [f for f in folders if not f.startswith(".")]
+            found += [os.path.join(root, n) for n in sorted(names)]
+    return [f for f in found if builder_for(f) is not None]
 
 
 def _check_files_named_once(files: Any, where: str) -> None:
@@ -187,17 +198,9 @@ def _unreadable(where: str, config: HFConfig, err: BaseException,
 
 
 def _empty_files(name: str | None, files: Any) -> list[str]:
-    """The local data files (by extension) of ``name`` (a file or folder) or ``files``
-    when every one of them is empty (0 bytes); else ``[]``."""
-    paths = [files] if isinstance(files, str) else list(files or ())
-    if not paths and name is not None:
-        paths = [name] if os.path.isfile(name) else sorted(
-            os.path.join(root, f) for root, dirs, names in os.walk(name)
-            for f in names if not f.startswith(".") and not any(
-                part.startswith(".") for part in os.path.relpath(root, name).split(os.sep)
-                if part != "."))
-    found = [p for pattern in paths for p in (local_glob(pattern) or [pattern])
-             if builder_for(p) is not None]  # data files (not a cache's locks beside them)
+    """The local data files of ``name`` or ``files`` (:func:`_local_data_files`) when
+    every one of them is empty (0 bytes); else ``[]``."""
+    found = _local_data_files(name, files)
     if not found or not all(os.path.isfile(p) and os.path.getsize(p) == 0 for p in found):
         return []
     return found
