@@ -12,7 +12,8 @@ import pytest
 from datarax.core.errors import SpecMismatchError
 from datarax.core.spec import TextSpec, validate_batch
 from datarax.pipeline import host_pass
-from datarax.pipeline.host_pass import array_fields, number_arrays, plain_batch, text_as_lists
+from datarax.core.spec import array_fields, plain_batch
+from datarax.pipeline.host_pass import number_arrays, text_as_lists
 
 SPEC = {"y": jax.ShapeDtypeStruct((), np.int32), "image": jax.ShapeDtypeStruct((2, 3), np.uint8)}
 FIELDS = array_fields(SPEC)

@@ -385,3 +385,54 @@ def first_nonfinite(batch: Mapping[str, Any]) -> tuple[str, int] | None:
         if not finite.all():
             return name, int(np.argmin(finite))
     return None
+
+
+#: a flat spec of arrays as ``(name, per-record shape, dtype)`` per field, by name
+ArrayFields = tuple[tuple[str, tuple[int, ...], np.dtype], ...]
+
+
+def array_fields(spec: Any) -> ArrayFields | None:
+    """The fields of a flat ``spec`` of arrays, sorted by name (as JAX orders a dict);
+    None where a field nests others or is text (those batches take the full check).
+
+    >>> array_fields({"y": jax.ShapeDtypeStruct((), np.int32),
+    ...               "x": jax.ShapeDtypeStruct((2,), np.float32)})
+    (('x', (2,), dtype('float32')), ('y', (), dtype('int32')))
+    >>> array_fields({"word": TextSpec()}) is None
+    True
+    """
+    if not isinstance(spec, dict) or not spec:
+        return None
+    if not all(isinstance(s, jax.ShapeDtypeStruct) and np.dtype(s.dtype).isnative
+               and np.dtype(s.dtype).kind not in "OUSMm" for s in spec.values()):
+        return None  # (a declared byte order or dtype JAX does not hold: the full check)
+    return tuple(sorted((name, tuple(s.shape), np.dtype(s.dtype)) for name, s in spec.items()))
+
+
+def plain_batch(batch: Any, fields: ArrayFields, batch_size: int) -> Any:
+    """The fast form of :func:`validate_batch` for the common batch, which must agree with
+    it (tests/pipeline/test_plain_batch.py): ``batch`` as it and ``text_as_lists`` pass it on (its fields in ``fields``' order), where it holds exactly ``fields``:
+    NumPy arrays of those per-record shapes and dtypes, one number of rows, at most
+    ``batch_size``. Else None: the full check then runs, naming what differs.
+
+    >>> fields = (("x", (2,), np.dtype(np.float32)),)
+    >>> plain_batch({"x": np.zeros((3, 2), np.float32)}, fields, 4)["x"].shape
+    (3, 2)
+    >>> plain_batch({"x": np.zeros((3, 2), np.float64)}, fields, 4) is None
+    True
+    """
+    if type(batch) is not dict or len(batch) != len(fields):
+        return None
+    out = {}
+    rows = -1
+    for name, shape, dtype in fields:
+        value = batch.get(name)
+        if (type(value) is not np.ndarray or value.ndim != len(shape) + 1
+                or value.shape[1:] != shape or value.dtype != dtype):
+            return None
+        if rows != value.shape[0]:
+            if rows != -1:
+                return None
+            rows = value.shape[0]
+        out[name] = value
+    return out if rows <= batch_size else None

@@ -29,8 +29,11 @@ from datarax.core.keys import draw
 from datarax.core.operator import all_per_record
 from datarax.core.owned import owned_device_put_all
 from datarax.core.spec import (
-    checked_spec,
+    ArrayFields,
     TextSpec,
+    array_fields,
+    checked_spec,
+    plain_batch,
     first_nonfinite,
     flatten_fields,
     has_text,
@@ -52,8 +55,6 @@ AheadItem = tuple[int, Batch | None]
 AHEAD_GROUP_BATCHES = 16
 AHEAD_GROUP_BYTES = 16 << 20
 
-#: a flat spec of arrays as ``(name, per-record shape, dtype)`` per field, by name
-ArrayFields = tuple[tuple[str, tuple[int, ...], np.dtype], ...]
 
 
 def padded_rows(array: Any, size: int) -> np.ndarray:
@@ -83,53 +84,6 @@ def text_as_lists(batch: Batch, spec: Any) -> Batch:
     """
     return jax.tree.map(lambda s, v: text_as_list(v) if isinstance(s, TextSpec) else v,
                         spec, batch)
-
-
-def array_fields(spec: Any) -> ArrayFields | None:
-    """The fields of a flat ``spec`` of arrays, sorted by name (as JAX orders a dict);
-    None where a field nests others or is text (those batches take the full check).
-
-    >>> array_fields({"y": jax.ShapeDtypeStruct((), np.int32),
-    ...               "x": jax.ShapeDtypeStruct((2,), np.float32)})
-    (('x', (2,), dtype('float32')), ('y', (), dtype('int32')))
-    >>> array_fields({"word": TextSpec()}) is None
-    True
-    """
-    if not isinstance(spec, dict) or not spec:
-        return None
-    if not all(isinstance(s, jax.ShapeDtypeStruct) and np.dtype(s.dtype).isnative
-               and np.dtype(s.dtype).kind not in "OUSMm" for s in spec.values()):
-        return None  # (a declared byte order or dtype JAX does not hold: the full check)
-    return tuple(sorted((name, tuple(s.shape), np.dtype(s.dtype)) for name, s in spec.items()))
-
-
-def plain_batch(batch: Batch, fields: ArrayFields, batch_size: int) -> Batch | None:
-    """``batch`` as :func:`~datarax.core.spec.validate_batch` and :func:`text_as_lists`
-    pass it on (its fields in ``fields``' order), where it holds exactly ``fields``:
-    NumPy arrays of those per-record shapes and dtypes, one number of rows, at most
-    ``batch_size``. Else None: the full check then runs, naming what differs.
-
-    >>> fields = (("x", (2,), np.dtype(np.float32)),)
-    >>> plain_batch({"x": np.zeros((3, 2), np.float32)}, fields, 4)["x"].shape
-    (3, 2)
-    >>> plain_batch({"x": np.zeros((3, 2), np.float64)}, fields, 4) is None
-    True
-    """
-    if type(batch) is not dict or len(batch) != len(fields):
-        return None
-    out = {}
-    rows = -1
-    for name, shape, dtype in fields:
-        value = batch.get(name)
-        if (type(value) is not np.ndarray or value.ndim != len(shape) + 1
-                or value.shape[1:] != shape or value.dtype != dtype):
-            return None
-        if rows != value.shape[0]:
-            if rows != -1:
-                return None
-            rows = value.shape[0]
-        out[name] = value
-    return out if rows <= batch_size else None
 
 
 def number_arrays(batch: Batch) -> bool:
