@@ -40,6 +40,7 @@ from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import SourceContractError
+from datarax.core.spec import array_fields, checked_spec, plain_batch, validate_batch
 from datarax.typing import Batch
 
 __all__ = [
@@ -154,6 +155,8 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
     Raises:
         SourceContractError: a cursor-mode child that ends its pass before its length,
             or whose position moves by less than the records it hands out.
+        SpecMismatchError: a cursor-mode child's batch that does not match its
+            ``element_spec()`` (:func:`check_child_batch`).
 
     Example:
         >>> import numpy as np
@@ -196,6 +199,7 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
                 "it hands out plus records it skips as bad)."
             )
         return None, none, end
+    check_child_batch(source, batch, width, f"{who} batch at position {position} of pass {epoch}")
     got = batch_length(batch)
     if source.epoch == epoch and end - position < got:
         raise SourceContractError(
@@ -204,6 +208,17 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         )
     stable = np.arange(position, position + got) if indices is None else np.asarray(indices)
     return head_on_host(dict(batch), got), stable.astype(np.int64), end
+
+
+def check_child_batch(source: Any, batch: Any, width: int, where: str) -> None:
+    """Refuse a batch a child read on the host hands out unless it matches the child's
+    ``element_spec()`` (a :class:`~datarax.core.errors.SpecMismatchError` naming
+    ``where`` and the field), so a source built from others names the child that
+    broke its spec, not the records it joined (a ``KeyError``, a widened dtype)."""
+    spec = checked_spec(source)
+    fields = array_fields(spec)
+    if fields is None or plain_batch(batch, fields, width) is None:
+        validate_batch(batch, spec, where=where)
 
 
 def skips_in_position(source: Any) -> bool:

@@ -76,7 +76,8 @@ class ChildReads(HostState):
         n, parts, have = self.lengths[i], [], 0
         while have < count:  # either mode: read_at moves a child only where it stands elsewhere
             epoch, index = divmod(first + have, n)
-            batch, stable, _ = read_at(child, epoch, index, min(count - have, n - index), n)
+            batch, stable, _ = read_at(child, epoch, index, min(count - have, n - index), n,
+                                       who=self._who(i, child))
             if batch is None:  # pragma: no cover - a child that moved itself to its next pass
                 raise SourceContractError(
                     f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
@@ -102,7 +103,7 @@ class ChildReads(HostState):
         parts = []
         while draw < first + count:  # records before ``first`` read and dropped
             want = first + count - draw if draw >= first else min(first - draw, max(count, 1024))
-            batch, stable, at = read_at(child, epoch, at, want, None)
+            batch, stable, at = read_at(child, epoch, at, want, None, who=self._who(i, child))
             if batch is None:
                 if draw == start:
                     raise SourceContractError(
@@ -117,6 +118,10 @@ class ChildReads(HostState):
             draw += len(stable)
         self.next_draw[i], self.stands_at[i] = first + count, at
         return concat_batches(parts)
+
+    def _who(self, i: int, child: DataSourceModule) -> str:
+        """Child ``i`` as messages name it."""
+        return f"MixSource source '{self.names[i]}' ({type(child).__name__})"
 
     @staticmethod
     def _set_pass(i: int, stream_passes: nnx.Variable[Any], epoch: int, start: int) -> None:

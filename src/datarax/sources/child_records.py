@@ -67,11 +67,13 @@ class ChildRecords(HostState):
         child: an unsharded data source of any kind.
         epoch, position: the pass, and the first record taken.
         chunk: records read from the child at once.
+        who: the child as messages name it (default: its class).
     """
 
     def __init__(self, child: DataSourceModule, epoch: int, position: int, *,
-                 chunk: int = CHUNK) -> None:
+                 chunk: int = CHUNK, who: str | None = None) -> None:
         self.child = child
+        self.who = who
         self.epoch = epoch
         self.position = position  # the next record to take
         self.chunk = chunk
@@ -105,7 +107,7 @@ class ChildRecords(HostState):
         width = (count if self.skips else self.chunk if self.compiled
                  else self.chunk - start % self.chunk)
         batch, stable, end = read_at(child, self.epoch, start, width, self.length,
-                                     reopen=not self.opened)
+                                     who=self.who, reopen=not self.opened)
         self.opened = True
         if batch is None:
             self.ended = True
@@ -127,7 +129,8 @@ class ChildRecords(HostState):
         self.child.seek(self.epoch, 0)  # at the pass's start: nothing skipped yet
         while left:
             batch, stable, self.read_to = read_at(self.child, self.epoch, self.read_to,
-                                                  min(left, self.chunk), self.length)
+                                                  min(left, self.chunk), self.length,
+                                                  who=self.who)
             if batch is None:
                 self.ended = True
                 return False

@@ -360,7 +360,8 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
         hands out."""
         n = self.__length
         batch, stable, after = read_at(self.source, epoch, position, CHUNK, n, skips=skips,
-                                       reopen=reopen)
+                                       reopen=reopen,
+                                       who=f"FlatMapSource parent ({type(self.source).__name__})")
         return batch, stable, after, batch is None or (n is not None and after >= n)
 
     def _expand(self, record: Any, stable: int, epoch: int, place: str) -> list[Any]:

@@ -202,8 +202,10 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
     def _open_slot(self, slot: int, child: int, position: int) -> None:
         cycle = self.__cycle
         cycle.ids[slot] = child
-        cycle.reads[slot] = ChildRecords(self.children[child], self.datarax_position.epoch,
-                                         position)
+        source = self.children[child]
+        cycle.reads[slot] = ChildRecords(source, self.datarax_position.epoch, position,
+                                         who=f"InterleaveSource source {child} "
+                                             f"({type(source).__name__})")
 
     def _where(self) -> tuple[int, ...]:
         return (*self.datarax_position.where(), *(int(v) for v in self.cursor.get_value()[2:]))

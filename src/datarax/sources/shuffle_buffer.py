@@ -153,7 +153,9 @@ class ShuffleBufferSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceM
         number, offset = divmod(index * self.shard.count, size)
         self.__window = window = _Window()
         chunk = min(max(size, CHUNK), MAX_CHUNK)
-        window.reads = ChildRecords(self.source, epoch, number * size, chunk=chunk)
+        window.reads = ChildRecords(self.source, epoch, number * size, chunk=chunk,
+                                    who=f"ShuffleBufferSource parent "
+                                        f"({type(self.source).__name__})")
         self._load(number)
         if offset > len(window.stable):
             raise past_the_end("ShuffleBufferSource", epoch, index)
