@@ -131,6 +131,25 @@ def drift(bad: Callable[[int], dict[str, Any]], spec: dict[str, Any] | None = No
         pass
 
 
+class BadFromStart(Drifting):
+    """Four records, every batch ``bad(n)``."""
+
+    def get_batch(self, batch_size: int) -> dict[str, Any] | None:
+        n = min(batch_size, 4 - self._i)
+        self._i += n
+        return self._bad(n) if n else None
+
+
+def drift_in(wrap: Callable[[Any, Any], Any], bad: Callable[[int], dict[str, Any]]) -> None:
+    """A stream of four records, every batch ``bad(n)``, read as the second source of
+    ``wrap(first, it)`` (``first``: four good records)."""
+    first = MemorySource(MemorySourceConfig(), {"x": np.zeros((4, 2), np.float32)})
+    p = Pipeline(source=wrap(first, BadFromStart(bad)), stages=[], batch_size=4,
+                 rngs=nnx.Rngs(0), shard_index=0, shard_count=1)
+    for _ in p:
+        pass
+
+
 @dataclass(frozen=True)
 class _EmptyConfig(StructuralConfig):
     pass
@@ -692,6 +711,20 @@ simple("stream-shape-drift", "Stream batches vs element_spec",
 simple("stream-dtype-drift", "Stream batches vs element_spec", "dtype changes mid-stream",
        SpecMismatchError, "field 'x' has dtype int32, declared float32",
        lambda: drift(lambda n: {"x": np.zeros((n, 2), np.int32)}))
+simple("stream-dtype-drift-in-an-interleave", "Stream batches vs element_spec",
+       "dtype changes mid-stream in a source of an InterleaveSource", SpecMismatchError,
+       "InterleaveSource source 1 (BadFromStart) batch at position 0 of pass 0 does not match "
+       "element_spec(): field 'x' has dtype int32, declared float32",
+       lambda: drift_in(lambda a, b: __import__("datarax.sources", fromlist=["x"])
+                        .InterleaveSource([a, b], cycle_length=1),
+                        lambda n: {"x": np.zeros((n, 2), np.int32)}))
+simple("stream-field-drift-in-a-concat-part", "Stream batches vs element_spec",
+       "a field renamed mid-stream in a part of a ConcatSource", SpecMismatchError,
+       "ConcatSource part 1 (BadFromStart) batch at position 0 of pass 0 does not match "
+       "element_spec(): field 'x' is declared in element_spec() but missing; field 'y' is not "
+       "declared in element_spec()",
+       lambda: drift_in(lambda a, b: __import__("datarax.sources", fromlist=["x"])
+                        .ConcatSource([a, b]), lambda n: {"y": np.zeros((n, 2), np.float32)}))
 simple("stream-big-endian", "Stream batches vs element_spec",
        "a big-endian float32 batch ('>f4') where float32 is declared", SpecMismatchError,
        "field 'x' has dtype float32 in non-native byte order ('>f4'), declared float32; emit "
