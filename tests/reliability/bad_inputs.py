@@ -3542,6 +3542,19 @@ simple("interleave-no-cycle-length", REORDERING, "InterleaveSource([a, b]) witho
        "InterleaveSource([a, b, ...], cycle_length=k).",
        lambda: _interleave(cycle_length=MISSING))
 
+simple("interleave-seek-negative-index", REORDERING, "InterleaveSource(...).seek(0, -1)",
+       ConfigError, "InterleaveSource.seek index must be an int >= 0, got -1.",
+       lambda: _interleave(cycle_length=2).seek(0, -1))
+simple("interleave-batch-size-zero", REORDERING,
+       "InterleaveSource(...).get_batch_with_indices(0)", ConfigError,
+       "InterleaveSource batch_size must be an int >= 1, got 0.",
+       lambda: _interleave(cycle_length=2).get_batch_with_indices(0))
+simple("shuffle-buffer-batch-size-float", REORDERING,
+       "ShuffleBufferSource(...).get_batch_with_indices(2.0)", ConfigError,
+       "ShuffleBufferSource batch_size must be an int >= 1, got 2.0.",
+       lambda: __import__("datarax.sources", fromlist=["x"]).ShuffleBufferSource(
+           MemorySource(MemorySourceConfig(), data()), buffer_size=2).get_batch_with_indices(2.0))
+
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [

@@ -168,6 +168,23 @@ def test_a_state_of_another_buffer_or_past_the_pass_is_refused():
     assert err.value.field == "current_index"
 
 
+@pytest.mark.parametrize("n, buffer_size", [(8, 4), (10, 4), (5, 2)])
+def test_a_position_past_an_in_memory_parents_pass_is_refused_and_its_end_is_not(n, buffer_size):
+    # a window past the pass's end read empty: it was taken for the pass's end, at any
+    # position (a memory parent, unlike a stream, never says it ended early)
+    def at(index: int) -> ShuffleBufferSource:
+        source = ShuffleBufferSource(numbers(0, n), buffer_size=buffer_size, seed=1)
+        source.seek(0, index)
+        return source
+
+    assert at(n).get_batch_with_indices(3) == (None, None)
+    assert sorted(flat(read_all(at(n - 1), 3)) + flat(read_all(at(0), 3))[: n - 1]) == [
+        *range(n)]
+    for index in (n + 1, 2 * n, 100 * buffer_size):
+        with pytest.raises(StateError, match=f"says {index} records of pass 0 were handed out"):
+            at(index).get_batch_with_indices(3)
+
+
 @pytest.fixture(scope="module")
 def int_files(tmp_path_factory):
     pytest.importorskip("array_record.python.array_record_module")

@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import record_at
-from datarax.core.config import SEED_SWITCHES, StructuralConfig, config_settings
+from datarax.core.config import SEED_SWITCHES, StructuralConfig, check_count, config_settings
 from datarax.core.element import Element, RecordMetadata
 from datarax.core.errors import SourceContractError
 from datarax.core.lengths import length_or_none
@@ -244,7 +244,10 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
 
     def seek(self, epoch: int, index: int = 0) -> None:
         """Stand at record ``index`` of pass ``epoch`` (the next record served); host
-        sources drop their read-ahead, streams re-read the pass up to there."""
+        sources drop their read-ahead, streams re-read the pass up to there (``epoch``
+        and ``index`` ints >= 0, else a ``ConfigError`` naming the one that is not)."""
+        epoch = check_count(epoch, f"{type(self).__name__}.seek epoch", 0)
+        index = check_count(index, f"{type(self).__name__}.seek index", 0)
         self.datarax_position.seek(epoch, index)
         self.datarax_position.note_settings(self._state_settings)
         self._moved()

@@ -47,7 +47,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches, take_records
-from datarax.core.config import StructuralConfig
+from datarax.core.config import StructuralConfig, check_count
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.lengths import LengthIfKnown
 from datarax.core.errors import SourceContractError, StateError
@@ -126,7 +126,8 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """This shard's next batch of the pass and each record's position in the pass
         (its stable index): ``get_batch`` read by :class:`StreamPass`."""
-        return self.__pass.read(self, batch_size)
+        size = check_count(batch_size, f"{type(self).__name__} batch_size", 1)
+        return self.__pass.read(self, size)
 
     def _moved(self) -> None:
         self.__pass.reposition()

@@ -326,6 +326,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     # ------------------------------------------------------------------ reads
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next ``batch_size`` records of this mixture epoch and their stable indices."""
+        batch_size = check_count(batch_size, f"{type(self).__name__} batch_size", 1)
         size = self.epoch_size()
         index = self.index
         if size is not None and index >= size:

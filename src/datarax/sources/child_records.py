@@ -45,6 +45,7 @@ import numpy as np
 
 from datarax.core.batch import take_records
 from datarax.core.children import check_children
+from datarax.core.config import check_count
 from datarax.core.data_source import DataSourceModule
 from datarax.core.lengths import length_or_none
 from datarax.core.errors import ConfigError, SourceContractError
@@ -211,6 +212,7 @@ class ForwardReads:
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """This shard's next records (at most ``batch_size``) and their stable indices;
         ``(None, None)`` at the pass's end."""
+        batch_size = check_count(batch_size, f"{type(self).__name__} batch_size", 1)
         if self._stands.at != self._where():
             self._open()  # type: ignore[attr-defined]
         try:

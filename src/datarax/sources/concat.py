@@ -45,7 +45,7 @@ from flax import nnx
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, check_no_config, child_settings
-from datarax.core.config import StructuralConfig, check_int
+from datarax.core.config import StructuralConfig, check_count, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.lengths import LengthIfKnown, stable_index_span
 from datarax.core.errors import ConfigError, StateError
@@ -234,6 +234,7 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
         """The next records (at most ``batch_size``) of this epoch and their stable
         indices; ``(None, None)`` at the epoch's end."""
+        batch_size = check_count(batch_size, f"{type(self).__name__} batch_size", 1)
         if self.__pass is not None:
             return self.__pass.read(self, batch_size)
         size = self.epoch_size() or 0

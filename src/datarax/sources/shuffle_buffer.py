@@ -151,16 +151,25 @@ class ShuffleBufferSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceM
         epoch, index = self.datarax_position.where()
         size = self.config.buffer_size
         number, offset = divmod(index * self.shard.count, size)
+        self._load_from(epoch, number)
+        if number and not offset and not len(self.__window.stable):
+            # an empty window at its start: the pass must end there (the window before full)
+            number, offset = number - 1, size
+            self._load_from(epoch, number)
+        if offset > len(self.__window.stable):
+            raise past_the_end("ShuffleBufferSource", epoch, index)
+        self.__window.served = offset
+        self._stood()
+
+    def _load_from(self, epoch: int, number: int) -> None:
+        """Stand the parent at window ``number``'s start of pass ``epoch`` and read it."""
+        size = self.config.buffer_size
         self.__window = window = _Window()
         chunk = min(max(size, CHUNK), MAX_CHUNK)
         window.reads = ChildRecords(self.source, epoch, number * size, chunk=chunk,
                                     who=f"ShuffleBufferSource parent "
                                         f"({type(self.source).__name__})")
         self._load(number)
-        if offset > len(window.stable):
-            raise past_the_end("ShuffleBufferSource", epoch, index)
-        window.served = offset
-        self._stood()
 
     def _load(self, number: int) -> None:
         """Read window ``number`` (the parent's next ``buffer_size`` records) and
