@@ -122,6 +122,26 @@ def test_a_state_saved_at_any_batch_boundary_resumes_exactly_in_a_fresh_source(b
     check_resumes_at_every_batch(build_mixed, batch_size, check_state=small)
 
 
+def test_a_cycle_longer_than_the_children_uses_one_slot_a_child_and_resumes():
+    # a slot past the children stays empty: a cycle_length of 10**9 allocated 10**9 slots
+    # and saved a cursor of 2 * 10**9 + 3 ints
+    def build(cycle_length: int) -> InterleaveSource:
+        return InterleaveSource([numbers(0, 3), generated(10, 14), numbers(20, 22)],
+                                cycle_length=cycle_length, block_length=2)
+
+    assert flat(read_all(build(10**9), 3)) == flat(read_all(build(3), 3)) == reference(
+        [[0, 1, 2], [10, 11, 12, 13], [20, 21]], 3, 2)
+    source = build(10**9)
+    source.get_batch_with_indices(4)
+    state = source.get_state()
+    assert len(state["cursor"]) == 3 + 2 * 3
+    resumed = build(10**9)
+    resumed.set_state(state)
+    assert flat(read_all(resumed, 2)) == flat(read_all(build(3), 9))[4:]
+    with pytest.raises(StateError, match="cycle_length"):
+        build(3).set_state(state)
+
+
 def test_a_bare_position_is_reached_by_reading_the_pass_again():
     expected = read_all(build_mixed(), 3)
     source = build_mixed()

@@ -18,7 +18,8 @@ exactly. It is a stream-kind source, read on the host.
   child``.
 * **Resume** is exact from a small state: the position plus ``cursor`` = ``[next child
   to open, slot, records of the block taken, then (child, its position) for each
-  slot]`` (``3 + 2 * cycle_length`` ints, -1 for an empty slot). A restore stands each
+  slot]`` (``3 + 2 * slots`` ints, ``slots = min(cycle_length, number of children)``:
+  slots past the children would stay empty; -1 for an empty slot). A restore stands each
   open child at its position (a stream child reads its pass again up to there); a bare
   position without a cursor (``seek(epoch, n)``) is reached by reading the pass again.
 * **Shards**: every process reads the whole pass and keeps record ``i`` of each round
@@ -92,6 +93,12 @@ class InterleaveSourceConfig(StructuralConfig):
         check_int(self, "cycle_length", minimum=1)
         check_int(self, "block_length", minimum=1)
 
+    @property
+    def slots(self) -> int:
+        """The slots a pass uses: ``cycle_length``, at most one per child (a slot past the
+        children would stay empty; the order is the same)."""
+        return min(self.cycle_length, self.num_children)
+
 
 class _Cycle(HostState):
     """Where one pass stands (never state: rebuilt from the cursor on every restore)."""
@@ -145,8 +152,8 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
         self.children = nnx.List(list(children))
         self.__lengths = tuple(c.epoch_size() for c in children)
         # [epoch, index] the cursor belongs to, then _Cycle.cursor() there
-        self.cursor = nnx.Variable(np.asarray([0, 0, *_Cycle(cycle_length).cursor()], np.int64))
-        self.__cycle = _Cycle(cycle_length)
+        self.cursor = nnx.Variable(np.asarray([0, 0, *_Cycle(config.slots).cursor()], np.int64))
+        self.__cycle = _Cycle(config.slots)
         self._stands = Stands()
 
     # ------------------------------------------------------------ description
@@ -196,7 +203,7 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
 
     def _next_slot(self) -> None:
         cycle = self.__cycle
-        cycle.slot = (cycle.slot + 1) % self.config.cycle_length
+        cycle.slot = (cycle.slot + 1) % self.config.slots
         cycle.taken = 0
 
     def _open_slot(self, slot: int, child: int, position: int) -> None:
@@ -219,10 +226,10 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
         """Stand the pass where the position and the cursor say."""
         epoch, index = self.datarax_position.where()
         saved = [int(v) for v in np.asarray(self.cursor.get_value())]
-        self.__cycle = cycle = _Cycle(self.config.cycle_length)
+        self.__cycle = cycle = _Cycle(self.config.slots)
         if saved[:2] == [epoch, index]:
             cycle.next_child, cycle.slot, cycle.taken = saved[2:5]
-            for slot in range(self.config.cycle_length):
+            for slot in range(self.config.slots):
                 child, position = saved[5 + 2 * slot: 7 + 2 * slot]
                 if child >= 0:
                     self._open_slot(slot, child, position)
@@ -270,7 +277,7 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
 
 def check_cursor(cursor: Any, config: InterleaveSourceConfig) -> None:
     """Refuse a ``cursor`` that is not one an interleave of ``config`` saves."""
-    k, c = config.num_children, config.cycle_length
+    k, c = config.num_children, config.slots
     ints = isinstance(cursor, (list, tuple)) and all(
         not isinstance(v, bool) and isinstance(v, (int, np.integer)) for v in cursor)
     ok = ints and len(cursor) == 3 + 2 * c
