@@ -3542,6 +3542,12 @@ simple("interleave-no-cycle-length", REORDERING, "InterleaveSource([a, b]) witho
        "InterleaveSource([a, b, ...], cycle_length=k).",
        lambda: _interleave(cycle_length=MISSING))
 
+simple("flat-map-empty-parent", COMBINING, "FlatMapSource over a stream with no records",
+       DataraxError, "FlatMapSource: the parent (CountingStream) holds no record in its first "
+       "pass, so there is nothing to serve (and no element spec).",
+       lambda: __import__("datarax.sources", fromlist=["x"]).FlatMapSource(
+           CountingStream(CountingStreamConfig(num_records=0)), lambda r: [r],
+           max_outputs=1).get_batch_with_indices(2))
 simple("interleave-seek-negative-index", REORDERING, "InterleaveSource(...).seek(0, -1)",
        ConfigError, "InterleaveSource.seek index must be an int >= 0, got -1.",
        lambda: _interleave(cycle_length=2).seek(0, -1))

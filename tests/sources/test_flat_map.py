@@ -157,6 +157,10 @@ def test_bad_returns_of_fn_are_refused_naming_the_parent_record():
     nothing = FlatMapSource(parent(), lambda r: [], max_outputs=1)
     with pytest.raises(DataraxError, match="fn returned no record for any record"):
         nothing.get_batch_with_indices(2)
+    empty = FlatMapSource(NumberStream(0, 0), lambda r: [r], max_outputs=1)
+    with pytest.raises(DataraxError, match=r"the parent \(NumberStream\) holds no record in its "
+                                           "first pass"):
+        empty.get_batch_with_indices(2)
 
 
 def test_a_state_of_another_flat_map_is_refused():

@@ -191,10 +191,11 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
 
     def _learn_spec(self) -> None:
         reading = self.__reading
-        position = 0
+        position = seen = 0
         while True:
             chunk, stable, after, done = self._read_parent(0, position, reopen=not position)
             count = 0 if chunk is None else batch_length(chunk)
+            seen += count
             for row in range(count):
                 outputs = self._expand(record_at(chunk, row), int(stable[row]), 0,
                                        f"position {position + row}")
@@ -208,6 +209,9 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
                 raise DataraxError(
                     "FlatMapSource: fn returned no record for any record of the parent's "
                     "first pass, so there is nothing to serve (and no element spec)."
+                    if seen else
+                    f"FlatMapSource: the parent ({type(self.source).__name__}) holds no record "
+                    "in its first pass, so there is nothing to serve (and no element spec)."
                 )
 
     # ------------------------------------------------------------------ reads
