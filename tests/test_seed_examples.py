@@ -150,3 +150,19 @@ def test_a_pipeline_rebuilt_over_pipeline_source_owns_its_shard_and_the_first_is
     with pytest.raises(ConfigError, match="shard 1 of 2"):
         list(first.take(1))
     assert [np.asarray(b["x"]).tolist() for b in rebuilt][0] == [0, 1, 2, 3]
+
+
+def test_a_live_iterator_of_a_pipeline_whose_source_was_re_sharded_is_refused():
+    from datarax.core.errors import ConfigError
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(12, dtype=np.int32)})
+    first = Pipeline(source=source, stages=[], batch_size=2, shard_index=0, shard_count=2)
+    iterator = iter(first)
+    assert np.asarray(next(iterator)["x"]).tolist() == [0, 1]
+    Pipeline(source=source, stages=[], batch_size=2, shard_index=0, shard_count=2)  # same share
+    assert np.asarray(next(iterator)["x"]).tolist() == [2, 3]
+    Pipeline(source=source, stages=[], batch_size=2, shard_index=1, shard_count=2)
+    with pytest.raises(ConfigError, match="built to serve shard 0 of 2 of its MemorySource, "
+                       "which now serves shard 1 of 2"):
+        next(iterator)
