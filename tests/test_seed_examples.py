@@ -149,6 +149,10 @@ def test_a_pipeline_rebuilt_over_pipeline_source_owns_its_shard_and_the_first_is
         iter(first)
     with pytest.raises(ConfigError, match="shard 1 of 2"):
         list(first.take(1))
+    state = rebuilt.get_state()
+    for call in (first.get_state, lambda: first.set_state(state)):  # its state is not the source's
+        with pytest.raises(ConfigError, match="shard 1 of 2"):
+            call()
     assert [np.asarray(b["x"]).tolist() for b in rebuilt][0] == [0, 1, 2, 3]
 
 
