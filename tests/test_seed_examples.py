@@ -130,3 +130,43 @@ def test_array_record_example_reads_one_epoch_per_pass(tmp_path, monkeypatch):
         assert [len(b) for b in batches] == [32, 32, 6]
         np.testing.assert_array_equal(np.concatenate(batches), rows)
     ns["source"].close()
+
+
+def test_a_pipeline_rebuilt_over_pipeline_source_owns_its_shard_and_the_first_is_refused():
+    # The quick reference rebuilds a pipeline over `pipeline.source`; a source serves one
+    # share at a time, so the first pipeline, built for another share, is refused rather
+    # than serving the rebuilt one's (every record, from shard 1 of 2).
+    from datarax.core.errors import ConfigError
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(10, dtype=np.int32)})
+    first = Pipeline(source=source, stages=[], batch_size=4, shard_index=1, shard_count=2)
+    assert [np.asarray(b["x"]).tolist() for b in first] == [[5, 6, 7, 8], [9]]
+    rebuilt = Pipeline(source=first.source, stages=[], batch_size=first.batch_size)
+    assert [np.asarray(b["x"]).tolist() for b in rebuilt] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    with pytest.raises(ConfigError, match=r"built to serve shard 1 of 2 of its MemorySource, "
+                       r"which now serves shard 0 of 1: a Pipeline built later"):
+        iter(first)
+    with pytest.raises(ConfigError, match="shard 1 of 2"):
+        list(first.take(1))
+    state = rebuilt.get_state()
+    for call in (first.get_state, lambda: first.set_state(state)):  # its state is not the source's
+        with pytest.raises(ConfigError, match="shard 1 of 2"):
+            call()
+    assert [np.asarray(b["x"]).tolist() for b in rebuilt][0] == [0, 1, 2, 3]
+
+
+def test_a_live_iterator_of_a_pipeline_whose_source_was_re_sharded_is_refused():
+    from datarax.core.errors import ConfigError
+    from datarax.sources import MemorySource, MemorySourceConfig
+
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(12, dtype=np.int32)})
+    first = Pipeline(source=source, stages=[], batch_size=2, shard_index=0, shard_count=2)
+    iterator = iter(first)
+    assert np.asarray(next(iterator)["x"]).tolist() == [0, 1]
+    Pipeline(source=source, stages=[], batch_size=2, shard_index=0, shard_count=2)  # same share
+    assert np.asarray(next(iterator)["x"]).tolist() == [2, 3]
+    Pipeline(source=source, stages=[], batch_size=2, shard_index=1, shard_count=2)
+    with pytest.raises(ConfigError, match="built to serve shard 0 of 2 of its MemorySource, "
+                       "which now serves shard 1 of 2"):
+        next(iterator)

@@ -3,7 +3,8 @@ site builds with ``mkdocs build --strict``.
 
 Code blocks: the ```python blocks of one page run in order, in one namespace (a later
 block may use what an earlier one defined), with a fresh temporary folder as the
-working directory. A block that cannot run as it stands (network, data the reader
+working directory, as a reader's script runs them: ``__name__ == "__main__"``, so a
+block that starts worker processes shows the guard a script needs. A block that cannot run as it stands (network, data the reader
 does not have, a fragment of the reader's own program) is skipped by the line
 ``<!-- skip-test: reason -->`` (or ``<!-- skip-test -->``) directly above its opening
 fence. docs/contributing.md states the rule for writers.
@@ -95,7 +96,7 @@ def test_python_blocks_of_page_run(page, tmp_path, monkeypatch):
     if not runnable:
         pytest.skip("no runnable python block")
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {"__name__": "__docs__"}
+    namespace: dict = {"__name__": "__main__"}  # a block under the script guard runs
     for line, code in runnable:
         where = f"{page.relative_to(ROOT)}:{line}"
         with contextlib.redirect_stdout(io.StringIO()):

@@ -3562,6 +3562,20 @@ simple("shuffle-buffer-batch-size-float", REORDERING,
            MemorySource(MemorySourceConfig(), data()), buffer_size=2).get_batch_with_indices(2.0))
 
 
+def _shard_taken_over() -> Any:
+    source = MemorySource(MemorySourceConfig(), data())
+    first = pipe(source=source, shard_index=1, shard_count=2)
+    pipe(source=first.source)  # rebuilt over the same source object, one share
+    return first_batch(first)
+
+
+simple("pipeline-shard-taken-over", "Pipeline arguments",
+       "a Pipeline built for shard 1 of 2 whose source a later Pipeline set to shard 0 of 1",
+       ConfigError, "This Pipeline was built to serve shard 1 of 2 of its MemorySource, which "
+       "now serves shard 0 of 1: a Pipeline built later over the same source object set its "
+       "own shard", _shard_taken_over)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",

@@ -81,3 +81,13 @@ def test_an_indexed_record_has_the_batches_dtypes(tmp_path):
                                    decode=lambda raw: {"f": np.float64(decode(raw)["id"])})
     assert cast[1]["f"].dtype == np.float32 and float(cast[1]["f"]) == 1.0
     cast.close()
+
+
+def test_a_closed_source_refuses_reads_by_index_rather_than_reopening_its_files(source):
+    assert int(source[3]["id"]) == 3
+    source.close()
+    # a read here reopened the file that close() had closed, and no later close() shut it
+    with pytest.raises(RuntimeError, match="ArrayRecordSourceModule is closed; build a new source"):
+        source[3]
+    with pytest.raises(RuntimeError, match="is closed"):
+        source.read_records([0])

@@ -239,6 +239,21 @@ def test_streaming_pass_text_and_new_epoch(data_dir):
     hash(nnx.graphdef(pipeline))  # static structure stays hashable (compiled-step caches)
 
 
+def test_streaming_source_reads_one_record_by_index_as_its_batches_hold_it(data_dir):
+    # a RandomAccessSource's source[i] (Grain's data-source read): it raised a RecordError
+    # ("must implement read_records", "fix or regenerate the file") on a good split
+    source = stream(data_dir, shuffle=True, seed=3)
+    batch = Pipeline(source=stream(data_dir), stages=[], batch_size=N).__iter__().__next__()
+    for i in (0, 7, -1):
+        record = source[i]  # stable (file) order, whatever the shuffle
+        assert int(record["image"][0, 0]) == values([batch])[i]
+        assert record["text"] == batch["text"][i] and record["label"].dtype == np.int32
+    assert source.get_state()["current_index"] == 0  # no position moved
+    source.close()
+    with pytest.raises(RuntimeError, match="TFDSStreamingSource is closed; build a new source"):
+        source[0]
+
+
 def test_streaming_exact_resume_across_epochs(data_dir):
     def build():
         return Pipeline(source=stream(data_dir, shuffle=True, seed=1), stages=[], batch_size=6)

@@ -32,7 +32,7 @@ from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.filtered import refuse_resplit
 from datarax.pipeline.host_pass import padded_rows
-from datarax.pipeline.plan import PassContext, filter_position
+from datarax.pipeline.plan import PassContext, check_own_share, filter_position
 from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
 
@@ -79,6 +79,7 @@ class PipelineIterator:
         # batch puts its ``skip_state()`` back
         self._counts_skips = context.reading.counts_skips
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
+        self._shard = self._source.shard  # checked per batch: a later Pipeline may re-shard
         if self._filter_at is not None:
             refuse_resplit(context, epoch)
         self._begin(epoch, resume_at)
@@ -207,6 +208,9 @@ class PipelineIterator:
             )
         if self._closed or self._finished:
             raise StopIteration
+        if self._source.shard is not self._shard:  # set again: by another Pipeline?
+            check_own_share(self._context.session.share, self._source)
+            self._shard = self._source.shard
         start = self._batch_start()
         began = time.perf_counter()  # the "wait" timer (inline: this runs per batch)
         try:

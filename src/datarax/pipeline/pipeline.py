@@ -165,6 +165,7 @@ class Pipeline(nnx.Module):
         self.key = nnx.Variable(key)
         self.key_count = nnx.Variable(draws)
         self.__held = PipelineSession(self.__anchor())
+        self.__held.share = (source.shard.index, source.shard.count, source.shard.padded)
         check_processes_agree(self._context())
         at = filter_position(list(stages))
         if at is not None:

@@ -129,6 +129,7 @@ class PipelineSession(HostState):
         self.pass_reuse = PassReuse()  # what the last indexed pass leaves to the next
         self.stats = PipelineStats()
         self.ahead: Any = None  # the first pass compiled ahead (pipeline.compile_ahead)
+        self.share: tuple[int, int, bool] | None = None  # (index, count, padded) it set
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A pickled pipeline gets a fresh session (threads, locks and the live iterator
@@ -177,6 +178,7 @@ class PipelineSession(HostState):
         position, continued (a pass that ended left it at the next epoch's start; a
         restore, where it was saved) — unless an iterator of this pipeline stopped
         there (``break``): then the next epoch (a break before any batch restarts it)."""
+        check_own_share(self.share, source)
         if self.left != (source.epoch, source.index, source.datarax_position.restores):
             if source.direct_pass_ended():  # ``for record in source`` read it to the end
                 return source.epoch + 1, None
@@ -188,6 +190,35 @@ class PipelineSession(HostState):
         re-split it (runs of positions), else None (the source's own block)."""
         share = self.resplit_share
         return share if share is not None and share.epoch == epoch else None
+
+
+def check_own_share(share: tuple[int, int, bool] | None, source: Any) -> None:
+    """Refuse a pass when ``source`` no longer serves the ``share`` its pipeline set: a
+    Pipeline built later over the same source object set its own (a source serves one
+    share at a time), and this pipeline would serve that one, its state naming its own.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> source = MemorySource(MemorySourceConfig(), {"x": np.arange(4)})
+        >>> source.set_shard(0, 2)
+        >>> check_own_share((1, 2, False), source)
+        Traceback (most recent call last):
+        ...
+        datarax.core.errors.ConfigError: This Pipeline was built to serve shard 1 of 2 of its MemorySource, which now serves shard 0 of 2: a Pipeline built later over the same source object set its own shard (a source serves one share at a time). Build each pipeline over its own source (copy.deepcopy(source) copies one at its position).
+    """
+    shard = source.shard
+    if share is None or (shard.index, shard.count, shard.padded) == share:
+        return
+    def name(index: int, count: int, padded: bool) -> str:
+        return f"shard {index} of {count}" + (" (padded)" if padded else "")
+    raise ConfigError(
+        f"This Pipeline was built to serve {name(*share)} of its {type(source).__name__}, "
+        f"which now serves {name(shard.index, shard.count, shard.padded)}: a Pipeline built "
+        "later over the same source object set its own shard (a source serves one share "
+        "at a time). Build each pipeline over its own source (copy.deepcopy(source) "
+        "copies one at its position)."
+    )
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from datarax.core.errors import StateError
 from datarax.core.operator import OperatorModule
 from datarax.core.position import saved_count, without_later
 from datarax.core.share import Share
-from datarax.pipeline.plan import PassContext, filter_position
+from datarax.pipeline.plan import PassContext, check_own_share, filter_position
 from datarax.core.stage_digest import SEES, digest, stages_fingerprint
 
 STATE_VERSION = 4
@@ -112,6 +112,7 @@ def settings(context: PassContext) -> dict[str, Any]:
 def get_state(context: PassContext) -> dict[str, Any]:
     """The state of the pipeline of ``context`` where its source stands."""
     source = context.source
+    check_own_share(context.session.share, source)  # else it would name another's shard
     state: dict[str, Any] = {
         "version": STATE_VERSION,
         "epoch": source.epoch,
@@ -131,6 +132,7 @@ def restore(context: PassContext, state: Any) -> None:
     in this process's share when another process of the same count saved it. A state
     of another process count, or of an epoch such a restore re-split, is restored by
     :func:`datarax.pipeline.elastic.restore`; a plain one never enters it."""
+    check_own_share(context.session.share, context.source)
     state = readable(state)
     saved = _shard_of(state)
     shard = context.source.shard

@@ -376,7 +376,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
 
     # ---------------------------------------------------------------- hooks
     def read_records(self, indices: Sequence[int]) -> list[bytes]:
-        """Raw records at stable ``indices`` (one batched read per file touched)."""
+        """Raw records at stable ``indices`` (one batched read per file touched); refused
+        once the source is closed (a read would reopen files ``close()`` has closed)."""
+        self._check_open()
         return self._data.__getitems__(indices)
 
     def decode(self, raw: bytes) -> Mapping[str, Any]:

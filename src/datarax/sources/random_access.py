@@ -225,6 +225,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         moves. A negative index counts from the end; a bad record raises
         :class:`RecordError` naming its file and index (the error policy is a pass's).
         """
+        self._check_open()
         n = len(self)
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"{type(self).__name__} indices must be integers (one record at "

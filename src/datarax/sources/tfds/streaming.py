@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flax import nnx
@@ -80,9 +80,30 @@ class TFDSStreamingSource(RandomAccessSource):
             name=where,
         ))
         self._length = length
+        self._closed = False
 
     def __len__(self) -> int:
         return self._length
+
+    def read_records(self, indices: Sequence[int]) -> list[Any]:
+        """Raw records at stable ``indices``, as the reader reads them: what
+        ``source[i]`` decodes."""
+        self._check_open()
+        data = self.host_reader.data
+        return [data[int(i)] for i in indices]
+
+    def decode(self, raw: Any) -> Mapping[str, Any]:
+        """One raw record through the split's feature decoder (the batches' decode)."""
+        return self._decoder(raw)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
+
+    def close(self) -> None:
+        """Stop the reader threads; later reads are refused."""
+        self._closed = True
+        super().close()
 
     def _reword_error(self, err: RecordError) -> RecordError:
         where, config = "TFDSStreamingSource", self.config
