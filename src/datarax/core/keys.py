@@ -22,14 +22,63 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, DataraxError
+
+
+#: a stable index from here on is keyed by both its 32-bit words (see :func:`index_words`)
+WIDE_FROM = 2**32
 
 
 def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
-    """Keys for each record: ``fold_in(fold_in(base_key, epoch), index)``."""
+    """Keys for each record: ``fold_in(fold_in(base_key, epoch), index)``; for the
+    ``(n, 2)`` words of :func:`index_words`, ``fold_in(..., low)`` then, where the high
+    word is not 0, ``fold_in(that, high)``."""
     epoch_key = jax.random.fold_in(base_key, jnp.asarray(epoch, jnp.uint32))
     indices = jnp.asarray(record_indices).astype(jnp.uint32)
+    if indices.ndim == 2:  # wide: (low, high) words
+        def wide(words: Any) -> Any:
+            key = jax.random.fold_in(epoch_key, words[0])
+            return jax.lax.cond(words[1] != 0, lambda: jax.random.fold_in(key, words[1]),
+                                lambda: key)
+        return jax.vmap(wide)(indices)
     return jax.vmap(lambda i: jax.random.fold_in(epoch_key, i))(indices)
+
+
+def index_words(indices: Any) -> np.ndarray:
+    """The ``(n, 2)`` uint32 ``(low, high)`` words of int64 stable ``indices`` (host): what
+    a step of a pass whose source numbers records past ``2**32`` takes for them. A
+    record's key is ``fold_in(row, low)``, and where ``high`` is not 0 ``fold_in`` of
+    that with ``high``: an index below ``2**32`` keeps its key, every other gets its own.
+
+    >>> index_words([5, 2**32 + 5]).tolist()
+    [[5, 0], [5, 1]]
+    """
+    indices = np.asarray(indices, np.int64)
+    return np.stack([indices & 0xFFFFFFFF, indices >> 32], -1).astype(np.uint32)
+
+
+def step_indices(indices: Any, wide: bool, source: Any) -> np.ndarray:
+    """What a step takes for a batch's stable ``indices`` (host, int64): their
+    :func:`index_words` where ``wide`` (the pass's source may number a record past
+    ``2**32``, :func:`~datarax.core.lengths.wide_stable_indices`), else int32 (its
+    keys take the index as uint32). A narrow pass given an index past ``2**32`` is
+    refused, naming ``source``: its key would repeat another record's.
+
+    >>> step_indices(np.asarray([3, 4]), False, None).dtype, step_indices([3], True, None).shape
+    (dtype('int32'), (1, 2))
+    """
+    if wide:
+        return index_words(indices)
+    indices = np.asarray(indices)
+    if indices.size and int(indices.max()) >= WIDE_FROM:
+        name = type(source).__name__
+        raise DataraxError(
+            f"{name} gave a record stable index {int(indices.max())}, past 2**32, though "
+            "its stable_index_bound() (or its length) says its indices stay below that: "
+            "its per-record key would repeat that of the record 2**32 below it. Make "
+            f"{name}.stable_index_bound() return a bound of its indices (None: unbounded)."
+        )
+    return indices.astype(np.int32)
 
 
 def stage_record_keys(pipeline_key: Any, positions: Any, epoch: Any, record_indices: Any) -> Any:
@@ -142,14 +191,26 @@ def fold_in_rows(rows: Any, records: Any) -> Any:
     lax = jax.lax  # lax throughout (no jnp wrapper to trace on first use), scalar
     rows = lax.convert_element_type(rows, np.uint32)  # literals: no promotion or
     records = lax.convert_element_type(records, np.uint32)  # broadcast ops to lower
+    high = None
+    if records.ndim == 2:  # wide: the (low, high) words of index_words
+        records, high = (lax.index_in_dim(records, i, 1, keepdims=False) for i in (0, 1))
     shape = (rows.shape[0], records.shape[0])
     k0, k1 = (lax.broadcast_in_dim(lax.index_in_dim(rows, i, 1, keepdims=False), shape, (0,))
               for i in (0, 1))
-    x0, x1 = _threefry(k0, k1, lax.broadcast_in_dim(records, shape, (1,)), lax.add,
-                       lax.bitwise_xor, lambda x, r: lax.bitwise_or(
-                           lax.shift_left(x, np.uint32(r)),
-                           lax.shift_right_logical(x, np.uint32(32 - r))))
+    x0, x1 = _lax_threefry(k0, k1, lax.broadcast_in_dim(records, shape, (1,)))
+    if high is not None:  # fold_in(that, high) where high is not 0
+        high = lax.broadcast_in_dim(high, shape, (1,))
+        y0, y1 = _lax_threefry(x0, x1, high)
+        wide = lax.ne(high, lax.full_like(high, 0))
+        x0, x1 = lax.select(wide, y0, x0), lax.select(wide, y1, x1)
     return lax.concatenate([lax.expand_dims(x0, (2,)), lax.expand_dims(x1, (2,))], 2)
+
+
+def _lax_threefry(k0: Any, k1: Any, x1: Any) -> tuple[Any, Any]:
+    """:func:`_threefry` on ``lax`` ops (uint32 arrays of one shape)."""
+    lax = jax.lax
+    return _threefry(k0, k1, x1, lax.add, lax.bitwise_xor, lambda x, r: lax.bitwise_or(
+        lax.shift_left(x, np.uint32(r)), lax.shift_right_logical(x, np.uint32(32 - r))))
 
 
 def check_rngs(rngs: Any, owner: str) -> None:

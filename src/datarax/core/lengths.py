@@ -40,6 +40,42 @@ def stable_index_span(source: Any) -> int | None:
     return says() if callable(says) else length_or_none(source)
 
 
+def stable_index_bound(source: Any) -> int | None:
+    """A bound on ``source``'s stable indices: every record of every pass has one below
+    it. A source built from others that numbers records past its span says it with a
+    ``stable_index_bound()`` method (a flat map: its parent's bound times
+    ``max_outputs``); any other's is its :func:`stable_index_span`. None: unbounded or
+    unknown.
+
+    Example:
+        >>> from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig
+        >>> import numpy as np
+        >>> parent = MemorySource(MemorySourceConfig(), {"x": np.arange(5)})
+        >>> stable_index_bound(FlatMapSource(parent, lambda r: [r], max_outputs=3))
+        15
+    """
+    says = getattr(source, "stable_index_bound", None)
+    return says() if callable(says) else stable_index_span(source)
+
+
+def wide_stable_indices(source: Any) -> bool:
+    """Whether ``source`` may number a record ``2**32`` or more (its bound unknown or
+    past that): a pass over it derives its records' keys from both 32-bit words of the
+    index (:func:`~datarax.core.keys.index_words`), asked once, when the pass begins.
+    Every other pass keeps the one-word derivation, its compiled step unchanged.
+
+    Example:
+        >>> from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig
+        >>> import numpy as np
+        >>> parent = MemorySource(MemorySourceConfig(), {"x": np.arange(5)})
+        >>> wide_stable_indices(parent), wide_stable_indices(
+        ...     FlatMapSource(parent, lambda r: [r], max_outputs=2**31))
+        (False, True)
+    """
+    bound = stable_index_bound(source)
+    return bound is None or bound > 2**32
+
+
 class LengthIfKnown:
     """Mixin of a source whose length may be unknown before it is read (a flat map, an
     interleave, a concatenation or a mixture of such): ``len()`` is what

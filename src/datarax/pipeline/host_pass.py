@@ -25,7 +25,8 @@ from datarax.core.batch import batch_length, head_rows
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.dtypes import TEXT_KINDS, is_host_leaf, text_as_list
 from datarax.core.errors import SpecMismatchError
-from datarax.core.keys import draw
+from datarax.core.keys import draw, step_indices
+from datarax.core.lengths import wide_stable_indices
 from datarax.core.operator import all_per_record
 from datarax.core.owned import owned_device_put_all
 from datarax.core.spec import (
@@ -144,6 +145,8 @@ class HostPass:
         self.sized = self.source.epoch_size() is not None
         self.padded = padded_size(self.batch_size, self.source) if self.sized else 0
         self.filtered = filtered  # the batches hold a FilterOperator's kept records
+        # stable indices may pass 2**32: the steps take both words of each (core/keys)
+        self.wide = wide_stable_indices(self.source)
         self._stage_graph: tuple[Any, Any, Any] | None = None
         self._spec: Any = None  # the spec array_fields was read from, and its fields
         self._fields: ArrayFields | None = None
@@ -205,7 +208,8 @@ class HostPass:
                 key = self.context.key_pair()
                 if device is not None:
                     key = pass_constants(key, device=device)[0]
-                return apply_stages(stages, batch, jnp.asarray(indices), epoch, draw(*key))
+                return apply_stages(stages, batch, jnp.asarray(self._step_indices(indices)),
+                                    epoch, draw(*key))
         if self._stage_graph is None:  # split and placed once per pass, not per batch
             graphdef, state = nnx.split(stages)
             self._stage_graph = (graphdef, *pass_constants(state, self.context.key_pair(),
@@ -220,9 +224,13 @@ class HostPass:
             # each record the same values whatever the rows beside it.
             batch = jax.tree.map(lambda v: padded_rows(v, self.padded), batch)
             indices = padded_rows(indices, self.padded)
-            out = stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
+            out = stage_step(graphdef)(state, batch, self._step_indices(indices), epoch, key)
             return jax.tree.map(lambda v: head_rows(v, count), out)
-        return stage_step(graphdef)(state, batch, indices.astype(np.int32), epoch, key)
+        return stage_step(graphdef)(state, batch, self._step_indices(indices), epoch, key)
+
+    def _step_indices(self, indices: np.ndarray) -> np.ndarray:
+        """What the stages' step takes for ``indices`` (see :func:`step_indices`)."""
+        return step_indices(indices, self.wide, self.source)
 
     # ------------------------------------------------------------------ batches
     def produce(self, cursor: ReadAheadCursor,

@@ -47,7 +47,7 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.children import ChildSources, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_count, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.lengths import LengthIfKnown, stable_index_span
+from datarax.core.lengths import LengthIfKnown, stable_index_bound, stable_index_span
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import saved_counts
@@ -164,6 +164,14 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         """The sum of the parts' spans (for parts of plain sources, its length); None
         where a part's is unbounded (a mixture) or the length unknown (a stream)."""
         return self.__span
+
+    def stable_index_bound(self) -> int | None:
+        """The largest of each part's bound as numbered here (None where one's is)."""
+        scale, shifts = self.__numbering
+        bounds = [stable_index_bound(p) for p in self.parts]
+        if None in bounds:
+            return None
+        return max(b * scale + shift for b, shift in zip(bounds, shifts))
 
     def locate(self, index: int) -> tuple[int, int]:
         """``(part, position in that part's epoch)`` of epoch position ``index``

@@ -61,7 +61,7 @@ from datarax.core.children import (
 )
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind, skipping_setting
-from datarax.core.lengths import LengthIfKnown
+from datarax.core.lengths import LengthIfKnown, stable_index_bound
 from datarax.core.errors import DataraxError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end, saved_count, saved_counts
@@ -177,6 +177,11 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
     def length_or_reason(self) -> str:
         return ("fn returns 0 .. max_outputs records for each parent record, so an epoch's "
                 "length is known only once it is read.")
+
+    def stable_index_bound(self) -> int | None:
+        """The parent's bound times ``max_outputs`` (None where the parent's is)."""
+        parent = stable_index_bound(self.source)
+        return None if parent is None else parent * self.config.max_outputs
 
     def _children(self) -> Any:
         return (self.source,)

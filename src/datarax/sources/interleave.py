@@ -58,7 +58,7 @@ from datarax.core.children import (
 )
 from datarax.core.config import StructuralConfig, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.lengths import LengthIfKnown
+from datarax.core.lengths import LengthIfKnown, stable_index_bound
 from datarax.core.errors import StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
@@ -160,6 +160,11 @@ class InterleaveSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModu
     def length_or_reason(self) -> str:
         return ("it is read as a stream (its pass holds every record of every child's pass, "
                 "once).")
+
+    def stable_index_bound(self) -> int | None:
+        """The children's largest bound times their number (None where one's is)."""
+        bounds = [stable_index_bound(child) for child in self.children]
+        return None if None in bounds else max(bounds) * self.config.num_children
 
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.children[0]))
