@@ -20,7 +20,8 @@ one operator instead and keep a validity field.
   and ``parent_skipped`` the parent's skip count there (its budget continues exactly;
   a parent concatenation's counts by part, as its state keeps them, in ``parent_skips``).
 * **Per-record keys** come from the stable index ``parent_stable * max_outputs +
-  offset``: the same output gets the same key at any batch size and after any resume.
+  offset``: the same output gets the same key at any batch size and after any resume
+  (past ``2**32`` too: :func:`~datarax.core.lengths.wide_stable_indices`).
 * **Shards**: every process reads the whole parent and keeps record ``i`` of each
   round of ``P`` outputs (a partial last round is left out), so every process takes
   the same number of steps.
