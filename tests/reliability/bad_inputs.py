@@ -3409,6 +3409,29 @@ simple("memory-field-name-not-str", "Sources: batch and field names", "MemorySou
        lambda: MemorySource(MemorySourceConfig(), [{1: 0, "1": 5}, {1: 1, "1": 6}]))
 
 
+def _bound_too_low() -> None:
+    from datarax.sources import FlatMapSource
+
+    class NarrowFlatMap(FlatMapSource):
+        def stable_index_bound(self) -> int:
+            return 10  # wrong: parent 2's first output is 2 * 2**31 = 2**32
+
+    source = NarrowFlatMap(MemorySource(MemorySourceConfig(), data(4)), lambda r: [r],
+                           max_outputs=2**31)
+    stage = ElementOperator(ElementOperatorConfig(stochastic=True), fn=_same)
+    first_batch(Pipeline(source, [stage], batch_size=4, rngs=nnx.Rngs(0)))
+
+
+simple("stable-index-past-its-bound", COMBINING,
+       "a source whose stable_index_bound() says its stable indices stay below 2**32 "
+       "giving one past it", DataraxError,
+       "NarrowFlatMap gave a record stable index 4294967296, past 2**32, though its "
+       "stable_index_bound() (or its length) says its indices stay below that: its "
+       "per-record key would repeat that of the record 2**32 below it. Make "
+       "NarrowFlatMap.stable_index_bound() return a bound of its indices (None: unbounded).",
+       _bound_too_low)
+
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

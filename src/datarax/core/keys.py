@@ -71,9 +71,9 @@ def step_indices(indices: Any, wide: bool, source: Any) -> np.ndarray:
         return index_words(indices)
     indices = np.asarray(indices)
     if indices.size and int(indices.max()) >= WIDE_FROM:
-        name = type(source).__name__
+        name, first = type(source).__name__, int(indices[indices >= WIDE_FROM][0])
         raise DataraxError(
-            f"{name} gave a record stable index {int(indices.max())}, past 2**32, though "
+            f"{name} gave a record stable index {first}, past 2**32, though "
             "its stable_index_bound() (or its length) says its indices stay below that: "
             "its per-record key would repeat that of the record 2**32 below it. Make "
             f"{name}.stable_index_bound() return a bound of its indices (None: unbounded)."
