@@ -26,6 +26,7 @@ from datarax.sources import (
     InterleaveSource,
     MemorySource,
     MemorySourceConfig,
+    ShuffleBufferSource,
 )
 
 WIDE = 2**31  # max_outputs: parent p's outputs from p * 2**31
@@ -120,6 +121,8 @@ def test_bounds_follow_the_numbering_of_sources_built_from_others():
     assert stable_index_bound(ConcatSource([numbers(3), numbers(4)])) == 7
     assert wide_stable_indices(ConcatSource([numbers(3), big]))
     assert not wide_stable_indices(numbers(5))
+    assert stable_index_bound(ShuffleBufferSource(flat_map, buffer_size=4)) == 15
+    assert wide_stable_indices(ShuffleBufferSource(big, buffer_size=4))
 
 
 def test_wide_words_give_the_folds_jax_gives():

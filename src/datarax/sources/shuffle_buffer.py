@@ -46,7 +46,7 @@ from datarax.core.batch import concat_batches, take_records
 from datarax.core.children import ChildSources, check_child, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_int, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
-from datarax.core.lengths import LengthIfKnown
+from datarax.core.lengths import LengthIfKnown, stable_index_bound
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
 from datarax.core.spec import checked_spec
@@ -138,6 +138,10 @@ class ShuffleBufferSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceM
     # ------------------------------------------------------------ description
     def length_or_reason(self) -> str:
         return "it is read as a stream (its pass holds every record of the parent's pass, once)."
+
+    def stable_index_bound(self) -> int | None:
+        """The parent's: its records keep their stable indices."""
+        return stable_index_bound(self.source)
 
     def element_spec(self) -> dict[str, Any]:
         return dict(checked_spec(self.source))
