@@ -59,3 +59,11 @@ def test_a_restored_pass_that_served_a_batch_then_broke_ends_as_any_break():
     assert pipeline.get_state()["epoch"] == 0
     next_loop = iter(pipeline)
     assert next_loop.epoch == 1 and len(next_loop) == 5
+
+
+@pytest.mark.parametrize("kind", ["memory", "stream"])
+def test_batches_skipped_count_as_handed_out_so_an_unused_skip_ends_its_pass(kind):
+    pipeline = build(kind)
+    skipped = pipeline.skip(2)  # a seek (memory) or two batches read and dropped (stream)
+    del skipped
+    assert iter(pipeline).epoch == 1
