@@ -147,7 +147,9 @@ class Rebatch(Transformation):
 
     def _begin_pass(self, iterator: RebatchIterator) -> RebatchIterator:
         """``iterator`` serving the next pass (or the rest of the one a restore left)."""
-        skip, self._pending_part = self._pending_part, 0
+        # the parts a restore left to skip stay pending until an iterator reads the
+        # batch they belong to: one dropped before that passes nothing over
+        skip = self._pending_part
         self._partial = None
         self._close_live()
         iterator.begin(iter(self.pipeline), skip)
@@ -303,6 +305,7 @@ class RebatchIterator:
             self._parts = [(lo, min(lo + size, count)) for lo in range(0, count, size)]
             self._current = batch
             self._next_part, self._skip = min(self._skip, len(self._parts)), 0
+            self._owner._pending_part = 0
             if self._next_part >= len(self._parts):
                 return self._next_part_of_batch()
         lo, hi = self._parts[self._next_part]
