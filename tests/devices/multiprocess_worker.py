@@ -61,8 +61,38 @@ def main() -> None:
                 "own_rows": sorted(int(v) for v in shares[process_id][step]["x"][::2]),
             })
         out[kind] = checks
+    out["rebatch"] = rebatch_checks(mesh, sharding)
     Path(out_path).write_text(json.dumps(out))
     jax.distributed.shutdown()
+
+
+def rebatch_checks(mesh, sharding) -> dict:
+    """Rebatch of a sharded pipeline is refused; the way its message names (rebatch the
+    plain pipeline, then place with global_batches) gives halves of every share."""
+    import numpy as np
+
+    from datarax.core.errors import ConfigError
+    from datarax.pipeline.rebatch import Rebatch
+    from datarax.sharding import global_batches
+    from devices_sources import host, make_pipeline
+
+    n = 16 * PROCESSES
+    try:
+        Rebatch(make_pipeline("indexed", n, 8, sharding=sharding), split=2)
+        refused = ""
+    except ConfigError as err:
+        refused = str(err)
+    halves = list(global_batches(Rebatch(make_pipeline("indexed", n, 8), split=2), mesh))
+    shares = [[host(b)["x"] for b in make_pipeline("indexed", n, 8, shard_index=i,
+                                                   shard_count=PROCESSES)]
+              for i in range(PROCESSES)]
+    from jax.experimental import multihost_utils
+    got = [np.asarray(multihost_utils.process_allgather(b["x"], tiled=True)).tolist()
+           for b in halves]
+    want = [np.concatenate([share[step // 2][4 * (step % 2):4 * (step % 2) + 4]
+                            for share in shares]).tolist() for step in range(4)]
+    return {"refused": refused, "equal": got == want, "sharded": all(
+        b["x"].sharding == sharding for b in halves)}
 
 
 if __name__ == "__main__":

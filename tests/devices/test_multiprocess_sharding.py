@@ -31,3 +31,8 @@ def test_processes_contribute_their_shares_to_one_global_batch(tmp_path, process
                 # this process's devices hold exactly its own 8 rows
                 # (8 / devices per device; the first of every pair compared)
                 assert c["local_rows"] == c["own_rows"]
+    for r in results:  # Rebatch of a sharded pipeline: refused, naming the way that works
+        assert (f"Rebatch(split=2) of a Pipeline with sharding= under {processes} processes"
+                in r["rebatch"]["refused"])
+        assert "global_batches(Rebatch(pipeline, split=2), mesh)" in r["rebatch"]["refused"]
+        assert r["rebatch"]["equal"] and r["rebatch"]["sharded"]

@@ -250,3 +250,21 @@ def test_an_iterator_restored_mid_pass_continues_inside_itself(mode, served):
     stale.set_state(state)
     assert len(stale) == len(Rebatch(pipeline(), **mode)) - served
     assert seen + flat(stale, "noise") == reference
+
+
+@pytest.mark.parametrize("mode", ["group", "split"])
+@pytest.mark.parametrize("unused", ["dropped", "state taken"])
+def test_a_restored_rebatch_iterator_that_served_nothing_passes_nothing_over(mode, unused):
+    def make():
+        return Rebatch(pipeline(n=20, stochastic=False), **{mode: 2})
+
+    saved = iter(make())
+    next(saved), next(saved), next(saved)  # split: inside a batch (part 1 of 2 out)
+    state, rest = saved.get_state(), ids(saved)
+    restored = make()
+    restored.set_state(state)
+    first = iter(restored)  # made, then left before any batch
+    if unused == "state taken":
+        restored = make()
+        restored.set_state(first.get_state())
+    assert ids(restored) == rest

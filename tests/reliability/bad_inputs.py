@@ -3432,6 +3432,22 @@ simple("stable-index-past-its-bound", COMBINING,
        _bound_too_low)
 
 
+# ----------------------------------------------- sharding (added later)
+def _sharded_pipeline(spec: Any) -> Any:
+    from jax.sharding import Mesh, PartitionSpec
+
+    mesh = Mesh(np.asarray(jax.devices()[:1]), ("data",))
+    return Pipeline(source=MemorySource(MemorySourceConfig(), data()), batch_size=2,
+                    sharding=(mesh, PartitionSpec(*spec)))
+
+
+simple("sharding-axis-twice", "Sharding",
+       "sharding=(mesh, PartitionSpec('data', 'data'))", ConfigError,
+       "Pipeline sharding spec ('data', 'data') names mesh axis 'data' twice; a mesh axis "
+       "splits one dimension at most (the batch axis is the first entry's): name it once, "
+       "or None where a dimension is not split.",
+       lambda: _sharded_pipeline(("data", "data")))
+
 # ----------------------------------------------------------- docs/errors.md
 def run_case(c: BadInput, tmp: Path) -> BaseException:
     """Run a case; return the error it raised (AssertionError if none)."""

@@ -92,7 +92,11 @@ class PipelineIterator:
             source.seek(epoch, 0)
         self._epoch = epoch
         self._finished = False
-        self._mark()
+        if source.index == 0:
+            self._mark()  # a break before any batch: the next iter() restarts this epoch
+        # A pass continued where a restore left it is marked once a batch is handed out:
+        # an iterator that served none leaves the next iter() to continue it (nothing
+        # of the restored epoch is passed over).
 
     def _follow_source(self) -> None:
         """Continue this loop from where the source was moved to."""

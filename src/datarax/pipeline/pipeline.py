@@ -385,7 +385,10 @@ class Pipeline(nnx.Module):
                 and session.resplit(epoch) is None):
             at = at or 0
             source.seek(epoch, min(at + batches * self.batch_size, self.plan.end(size, at)))
-            return iter(self)
+            iterator = iter(self)
+            if batches:  # passed over as handed out: a loop left now ends the pass, as
+                session.note_left(source)  # after batches read and dropped below
+            return iterator
         iterator = iter(self)
         with session.stats.uncounted():  # passed over, not handed out (as a seek is)
             for _ in range(batches):

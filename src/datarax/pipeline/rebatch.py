@@ -32,6 +32,32 @@ def _rows(batch: Batch, lo: int, hi: int) -> Batch:
     return jax.tree.map(lambda v: v[lo:hi], batch, is_leaf=is_host_leaf)
 
 
+def _check_placement(pipeline: Pipeline, mode: str, k: int) -> None:
+    """Refuse a Rebatch whose batches could not keep the pipeline's ``sharding=``: under
+    several processes (a global batch is every process's share, so its rows are not this
+    process's records to join or cut), or a part that does not split over the devices."""
+    placement = pipeline.plan.placement
+    if placement is None:
+        return
+    if jax.process_count() > 1:
+        raise ConfigError(
+            f"Rebatch({mode}={k}) of a Pipeline with sharding= under {jax.process_count()} "
+            "processes: its batches are global arrays of every process's records, which "
+            "Rebatch cannot join or cut per process. Build the pipeline without sharding= "
+            f"and place the rebatched batches: datarax.sharding.global_batches(Rebatch("
+            f"pipeline, {mode}={k}), mesh)."
+        )
+    split = placement.local_split
+    part = pipeline.batch_size // k
+    if mode == "split" and part % split:
+        raise ConfigError(
+            f"Rebatch split={k} cuts the pipeline's batches of {pipeline.batch_size} into "
+            f"parts of {part} records, which do not split over the {split} device(s) of its "
+            f"sharding= (mesh axes {list(placement.batch_axes)}); choose a split k with "
+            f"{pipeline.batch_size} // k divisible by {split}."
+        )
+
+
 class Rebatch(Transformation):
     """Iterate ``pipeline`` with ``group=k`` batches joined into one, or each batch
     cut into ``split=k`` equal parts.
@@ -40,7 +66,9 @@ class Rebatch(Transformation):
     groups never span two epochs). ``split=k`` cuts each batch into parts of
     ``batch_size // k`` records (a short last batch: the last part shorter). One
     ``for`` is one epoch; ``get_state()``/``set_state()`` are JSON-able and resume
-    exactly. Do not iterate the wrapped pipeline directly meanwhile.
+    exactly. Do not iterate the wrapped pipeline directly meanwhile. Over a pipeline
+    with ``sharding=`` every batch keeps that sharding (one process only; parts of
+    ``batch_size // k`` records must split over its devices).
 
     Example:
         >>> import numpy as np
@@ -77,6 +105,7 @@ class Rebatch(Transformation):
                 f"batch_size is {pipeline.batch_size}. Choose a batch_size that is a "
                 f"multiple of {k} or another split."
             )
+        _check_placement(pipeline, mode, k)
         super().__init__(pipeline)
         self.pipeline = pipeline
         self.mode: str = mode
@@ -147,7 +176,9 @@ class Rebatch(Transformation):
 
     def _begin_pass(self, iterator: RebatchIterator) -> RebatchIterator:
         """``iterator`` serving the next pass (or the rest of the one a restore left)."""
-        skip, self._pending_part = self._pending_part, 0
+        # the parts a restore left to skip stay pending until an iterator reads the
+        # batch they belong to: one dropped before that passes nothing over
+        skip = self._pending_part
         self._partial = None
         self._close_live()
         iterator.begin(iter(self.pipeline), skip)
@@ -288,7 +319,13 @@ class RebatchIterator:
                 break
         if not parts:
             raise StopIteration
-        return concat_batches(parts, on_device=True)
+        return self._placed(concat_batches(parts, on_device=True))
+
+    def _placed(self, batch: Batch) -> Batch:
+        """``batch`` with the pipeline's ``sharding=`` (a part sliced from, or a group
+        joined of, placed batches is laid out as JAX chooses: replicated, for a slice)."""
+        placement = self._owner.pipeline.plan.placement
+        return batch if placement is None else placement.place(batch, "Rebatch")
 
     def _next_part_of_batch(self) -> Batch:
         if self._closed:
@@ -303,6 +340,7 @@ class RebatchIterator:
             self._parts = [(lo, min(lo + size, count)) for lo in range(0, count, size)]
             self._current = batch
             self._next_part, self._skip = min(self._skip, len(self._parts)), 0
+            self._owner._pending_part = 0
             if self._next_part >= len(self._parts):
                 return self._next_part_of_batch()
         lo, hi = self._parts[self._next_part]
@@ -310,4 +348,4 @@ class RebatchIterator:
         assert self._before is not None
         done = self._next_part >= len(self._parts)
         self._owner._partial = None if done else (self._before, self._next_part)
-        return _rows(self._current, lo, hi)
+        return self._placed(_rows(self._current, lo, hi))

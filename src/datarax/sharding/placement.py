@@ -92,6 +92,7 @@ class BatchPlacement:
                 f"Pipeline sharding spec {tuple(entries)} does not split the batch axis: its "
                 "first entry must name a mesh axis, e.g. PartitionSpec('data')."
             )
+        named: list[str] = []
         for entry in entries:
             missing = [a for a in _axes(entry) if a not in mesh.axis_names]
             if missing:
@@ -99,6 +100,14 @@ class BatchPlacement:
                     f"Pipeline sharding spec {tuple(entries)} names axis {missing[0]!r}; the "
                     f"mesh has axes {list(mesh.axis_names)}."
                 )
+            twice = [a for a in _axes(entry) if a in named or _axes(entry).count(a) > 1]
+            if twice:
+                raise ConfigError(
+                    f"Pipeline sharding spec {tuple(entries)} names mesh axis {twice[0]!r} "
+                    "twice; a mesh axis splits one dimension at most (the batch axis is the "
+                    "first entry's): name it once, or None where a dimension is not split."
+                )
+            named += _axes(entry)
         return cls(NamedSharding(mesh, spec))
 
     @property

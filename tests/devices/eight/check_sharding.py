@@ -128,6 +128,9 @@ def test_a_stream_short_last_batch_is_refused_when_it_comes():
     ((None, P("data")), "needs a jax.sharding.Mesh and a PartitionSpec, got (NoneType, PartitionSpec)."),
     ((mesh_1d(), P()), "does not split the batch axis: its first entry must name a mesh axis"),
     ((mesh_1d(), P("batch")), "names axis 'batch'; the mesh has axes ['data']."),
+    ((mesh_2d(), P(("data", "model"), "model")), "names mesh axis 'model' twice; a mesh axis "
+     "splits one dimension at most (the batch axis is the first entry's)"),
+    ((mesh_2d(), P(None, "data")), "does not split the batch axis: its first entry"),
 ])
 def test_bad_sharding_is_refused(bad, message):
     with pytest.raises(ConfigError) as err:
