@@ -1,5 +1,6 @@
-"""A pipeline's iterator used from several threads: one iterator shared by two threads
-hands out each batch once (its ``next()`` calls take turns), and two loops started at
+"""A pipeline's iterator used from several threads: one iterator shared by two threads,
+or ``pipeline.step()`` called from two, hands out each batch once (its ``next()`` calls
+take turns), and two loops started at
 once on two threads end with one ``StaleIteratorError`` at most and no worker thread of
 either left behind (an iterator superseded while it makes a batch on its own thread
 releases what that batch opened)."""
@@ -86,3 +87,15 @@ def test_two_loops_started_at_once_leave_no_worker_thread():
     assert len(outcomes) == 8 and set(outcomes) <= {"stale", f"served {RECORDS}"}
     assert outcomes.count(f"served {RECORDS}") >= 4
     assert eventually(lambda: not threads_started_since(before)), threads_started_since(before)
+
+
+def test_step_from_two_threads_hands_out_each_batch_once():
+    pipeline = _pipeline("memory", None)
+    taken: dict[str, list[int]] = {"a": [], "b": []}
+
+    def steps(name: str) -> None:
+        for _ in range(RECORDS // 8):  # together, one epoch of batches of 4
+            taken[name].extend(np.asarray(pipeline.step()["x"]).tolist())
+
+    _run_on_threads(lambda: steps("a"), lambda: steps("b"))
+    assert sorted(taken["a"] + taken["b"]) == list(range(RECORDS))
