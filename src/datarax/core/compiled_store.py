@@ -62,6 +62,7 @@ import numpy as np
 from jax.experimental import serialize_executable
 
 from datarax.core.errors import ConfigError
+from datarax.core.program_weight import ELEMENTAL_MAX_WEIGHT, program_weight
 from datarax.host.cache_home import cache_home
 
 log = logging.getLogger("datarax.compile")
@@ -72,7 +73,9 @@ log = logging.getLogger("datarax.compile")
 #: elemental fusion emitters instead of its newer MLIR ones (``xla_cpu_use_fusion_emitters``
 #: off) compile a step in a third to a half of the time at the same speed. Both give the
 #: same values bit for bit (pinned by tests/pipeline/test_optimization_level.py). An option
-#: the installed XLA does not know is left out (:func:`compile_with_options`).
+#: the installed XLA does not know is left out (:func:`compile_with_options`); a program
+#: whose chain of ops may be too long for the elemental emitters gets XLA's own
+#: (:func:`compiler_options`).
 COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
     "cpu": {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}}
 #: the store's size cap when ``DATARAX_COMPILE_CACHE_BYTES`` is not set
@@ -166,12 +169,12 @@ def signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tree, tuple(map(_leaf_signature, leaves)), settings, jax.sharding.get_mesh()
 
 
-def _program_key(lowered: Any, args: tuple[Any, ...]) -> str:
+def _program_key(text: str, args: tuple[Any, ...]) -> str:
     device = jax.devices()[0]
     parts = [
-        _FORMAT, lowered.as_text().encode(), jax.__version__, jaxlib.__version__,
+        _FORMAT, text.encode(), jax.__version__, jaxlib.__version__,
         device.platform, device.device_kind, getattr(device.client, "platform_version", ""),
-        repr(sorted(compiler_options().items())), repr(jax.config.jax_enable_x64),
+        repr(sorted(compiler_options(text).items())), repr(jax.config.jax_enable_x64),
         repr([_leaf_signature(leaf) for leaf in jax.tree.leaves(args)]),
         repr(jax.config.jax_default_device), repr(jax.sharding.get_mesh()),
         os.environ.get("XLA_FLAGS", ""), os.environ.get("LIBTPU_INIT_ARGS", ""), _host(),
@@ -203,13 +206,20 @@ def _host() -> str:
     return f"{platform.machine()} {features or platform.processor()}"
 
 
-def compiler_options() -> dict[str, Any]:
-    """The :data:`COMPILER_OPTIONS` of the default backend (a copy)."""
-    return dict(COMPILER_OPTIONS.get(jax.default_backend(), {}))
+def compiler_options(text: str | None = None) -> dict[str, Any]:
+    """The :data:`COMPILER_OPTIONS` of the default backend (a copy); for the program
+    ``text`` (``Lowered.as_text()``), without the elemental emitters where it may hold a
+    chain of ops too long for them (:mod:`datarax.core.program_weight`)."""
+    options = dict(COMPILER_OPTIONS.get(jax.default_backend(), {}))
+    if (text is not None and options.get("xla_cpu_use_fusion_emitters") is False
+            and program_weight(text) > ELEMENTAL_MAX_WEIGHT):
+        del options["xla_cpu_use_fusion_emitters"]
+    return options
 
 
-def compile_with_options(lowered: Any) -> Any:
-    """``lowered.compile()`` with :func:`compiler_options`, less any option the installed
+def compile_with_options(lowered: Any, text: str | None = None) -> Any:
+    """``lowered.compile()`` with :func:`compiler_options` (of ``text``, its
+    ``as_text()``, taken here when not given), less any option the installed
     XLA refuses as unknown (``No such compile option``; left out from then on in this
     process): what an option changes is the compile's speed, never whether it runs.
 
@@ -219,8 +229,9 @@ def compile_with_options(lowered: Any) -> Any:
         >>> float(compiled(np.float32(3)))
         6.0
     """
+    text = lowered.as_text() if text is None else text
     while True:
-        options = {k: v for k, v in compiler_options().items() if k not in _UNKNOWN_OPTIONS}
+        options = {k: v for k, v in compiler_options(text).items() if k not in _UNKNOWN_OPTIONS}
         try:
             return lowered.compile(compiler_options=options or None)
         except jax.errors.JaxRuntimeError as err:
@@ -358,13 +369,14 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
     # shardings than the call's; such processes compile as plain jax.jit would.
     folder = _private_folder() if jax.device_count() == 1 else None
     path = None
+    text = lowered.as_text()
     if folder is not None:
         cap_bytes()  # a bad cap is refused before any work
-        path = folder / f"{_program_key(lowered, args)}.exe"
+        path = folder / f"{_program_key(text, args)}.exe"
         loaded = _load(path, lowered)
         if loaded is not None:
             return loaded
-    compiled = compile_with_options(lowered)
+    compiled = compile_with_options(lowered, text)
     _COUNTS["compiled"] += 1
     if folder is not None and path is not None:
         _store(folder, path, compiled)

@@ -80,6 +80,9 @@ class PipelineIterator:
         self._counts_skips = context.reading.counts_skips
         self._consumer = threading.get_ident()  # the thread that made it (the loop's)
         self._shard = self._source.shard  # checked per batch: a later Pipeline may re-shard
+        # one next() at a time: threads sharing the iterator take turns, each batch
+        # handed out once (the drivers and the position assume one caller)
+        self._turn = threading.RLock()
         if self._filter_at is not None:
             refuse_resplit(context, epoch)
         self._begin(epoch, resume_at)
@@ -112,11 +115,13 @@ class PipelineIterator:
         self._context.session.note_left(self._source)
 
     def supersede(self) -> None:
-        """End this iterator because a newer ``iter(pipeline)`` took over."""
-        if not self._closed:
-            self._release()
-        self._superseded = True
-        self._closed = True
+        """End this iterator because a newer ``iter(pipeline)`` took over (after the
+        ``next()`` another thread may be making: what it opens is released here too)."""
+        with self._turn:
+            if not self._closed:
+                self._release()
+            self._superseded = True
+            self._closed = True
 
     @property
     def exhausted(self) -> bool:
@@ -203,6 +208,10 @@ class PipelineIterator:
             pass
 
     def __next__(self) -> Batch:
+        with self._turn:
+            return self._next()
+
+    def _next(self) -> Batch:
         if self._superseded:
             raise StaleIteratorError(
                 f"This iterator of the Pipeline over {type(self._source).__name__} was ended "
