@@ -1,10 +1,14 @@
-"""What ``pipeline.stats()`` reports for ``Pipeline.scan``: counts of the batches it
-consumed, and its first call per length as start-up (``compile``), not per-batch work."""
+"""What ``pipeline.stats()`` reports: counts of the batches ``Pipeline.scan`` consumed and
+its first call per length as start-up (``compile``); zeros before the first batch; no
+count for a batch that raised; snapshots from another thread while a loop runs."""
 
 from __future__ import annotations
 
+import threading
+
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from datarax.pipeline import Pipeline
 from datarax.sources import MemorySource, MemorySourceConfig
@@ -26,3 +30,60 @@ def test_scan_counts_batches_and_puts_its_first_call_under_compile():
     assert (second["batches"], second["records"]) == (6, 30)
     assert second["seconds"]["compile"] == first["seconds"]["compile"]
     assert second["seconds"]["step"] > 0 and second["bottleneck"] == "step"
+
+
+TIMERS = ["compile", "read", "stages", "step", "transfer", "validate", "wait"]
+
+
+def _pipeline(stages=(), prefetch=0, n=60):
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(n, dtype=np.float32)})
+    return Pipeline(source=source, stages=list(stages), batch_size=5, prefetch=prefetch)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_stats_of_a_pipeline_never_iterated_are_zeros_with_every_timer(prefetch):
+    pipeline = _pipeline(prefetch=prefetch)
+    iter(pipeline)  # an iterator made but not advanced has handed nothing out
+    stats = pipeline.stats()
+    assert (stats["batches"], stats["records"], stats["bottleneck"]) == (0, 0, None)
+    assert sorted(stats["seconds"]) == sorted(stats["ms_per_batch"]) == TIMERS
+    assert set(stats["ms_per_batch"].values()) == {0.0}
+    assert "source" not in stats and "filter" not in stats
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_first_batch_that_raises_is_not_counted(prefetch):
+    def broken(batch):
+        raise ValueError("broken stage")
+
+    pipeline = _pipeline(stages=[broken], prefetch=prefetch)
+    with pytest.raises(ValueError, match="broken stage"):
+        next(iter(pipeline))
+    stats = pipeline.stats()
+    assert (stats["batches"], stats["records"]) == (0, 0)
+    assert all(seconds >= 0 for seconds in stats["seconds"].values())
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_stats_read_from_another_thread_count_up_to_what_was_served(prefetch):
+    pipeline = _pipeline(stages=[lambda batch: {"x": batch["x"] * 2}], prefetch=prefetch)
+    done, snapshots = threading.Event(), []
+
+    def monitor():
+        while not done.is_set():
+            snapshots.append(pipeline.stats())
+
+    watcher = threading.Thread(target=monitor)
+    watcher.start()
+    try:
+        served = [np.asarray(batch["x"]).tobytes() for batch in pipeline]
+    finally:
+        done.set()
+        watcher.join()
+    snapshots.append(pipeline.stats())
+    counts = [(s["batches"], s["records"]) for s in snapshots]
+    assert counts == sorted(counts) and counts[-1] == (12, 60)
+    assert all(b <= 12 and r <= 60 for b, r in counts)
+    unwatched = [np.asarray(batch["x"]).tobytes() for batch in _pipeline(
+        stages=[lambda batch: {"x": batch["x"] * 2}], prefetch=prefetch)]
+    assert served == unwatched  # reading stats changes no batch

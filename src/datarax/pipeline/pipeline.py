@@ -320,7 +320,8 @@ class Pipeline(nnx.Module):
         return self.__session.stats.as_dict(source_stats)
 
     def reset_stats(self) -> None:
-        """Zero the counters :meth:`stats` reports."""
+        """Zero the pipeline's counts and timers in :meth:`stats` (a source's own counters
+        under ``"source"``, e.g. its downloads, keep counting)."""
         self.__session.stats.reset()
 
     # ------------------------------------------------------------ fingerprints
