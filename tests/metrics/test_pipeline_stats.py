@@ -1,6 +1,7 @@
 """What ``pipeline.stats()`` reports: counts of the batches ``Pipeline.scan`` consumed and
 its first call per length as start-up (``compile``); zeros before the first batch; no
-count for a batch that raised; snapshots from another thread while a loop runs."""
+count for a batch that raised; snapshots from another thread while a loop runs; the
+counters of a composite's children under ``source``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from datarax.core.config import StructuralConfig
+from datarax.core.spec import array_to_spec_strip_leading
 from datarax.pipeline import Pipeline
-from datarax.sources import MemorySource, MemorySourceConfig
+from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig, MixSource, StreamSource
 
 
 def test_scan_counts_batches_and_puts_its_first_call_under_compile():
@@ -87,3 +90,47 @@ def test_stats_read_from_another_thread_count_up_to_what_was_served(prefetch):
     unwatched = [np.asarray(batch["x"]).tobytes() for batch in _pipeline(
         stages=[lambda batch: {"x": batch["x"] * 2}], prefetch=prefetch)]
     assert served == unwatched  # reading stats changes no batch
+
+
+class Counted(StreamSource):
+    """A stream that keeps counters of its own, as a source of remote files does."""
+
+    def __init__(self, n: int):
+        super().__init__(StructuralConfig())
+        self.n, self.next_value, self.reads = n, 0, 0
+
+    def restart(self, epoch):
+        self.next_value = 0
+
+    def get_batch(self, batch_size):
+        if self.next_value >= self.n:
+            return None
+        x = np.arange(self.next_value, min(self.n, self.next_value + batch_size), dtype=np.float32)
+        self.next_value += len(x)
+        self.reads += 1
+        return {"x": x}
+
+    def element_spec(self):
+        return {"x": array_to_spec_strip_leading(np.zeros(1, np.float32))}
+
+    def stats(self):
+        return {"storage": {"reads": self.reads}}
+
+
+def test_a_composite_reports_the_counters_of_its_children_that_keep_some():
+    local = MemorySource(MemorySourceConfig(), {"x": np.arange(20, dtype=np.float32)})
+    mix = MixSource({"web": Counted(20), "local": local}, weights={"web": 1, "local": 1},
+                    seed=0, records_per_epoch=40)
+    pipeline = Pipeline(source=mix, stages=[], batch_size=10)
+    assert sum(len(batch["x"]) for batch in pipeline) == 40
+    stats = pipeline.stats()
+    assert list(stats["source"]) == ["children"]
+    assert list(stats["source"]["children"]) == ["web"]  # the memory source keeps none
+    assert stats["source"]["children"]["web"]["storage"]["reads"] > 0
+
+    parts = ConcatSource([MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.float32)}),
+                          Counted(5)])
+    assert parts.stats() == {"children": {"1": {"storage": {"reads": 0}}}}
+    local_only = Pipeline(source=ConcatSource([MemorySource(
+        MemorySourceConfig(), {"x": np.arange(5, dtype=np.float32)})]), batch_size=5)
+    assert "source" not in local_only.stats()

@@ -184,6 +184,21 @@ class ChildSources:
     def has_host_fields(self) -> bool:
         return False
 
+    def _child_names(self) -> Sequence[str]:
+        """What :meth:`stats` calls each child: its place, ``"0"``, ``"1"``, ..."""
+        return [str(i) for i in range(len(self._children()))]
+
+    def stats(self) -> dict[str, Any] | None:
+        """The counters of the children that keep some (remote files: ``"storage"``) as
+        ``{"children": {name: child.stats()}}``; None when none does."""
+        counters = {}
+        for name, child in zip(self._child_names(), self._children()):
+            stats = getattr(child, "stats", None)
+            child_stats = stats() if callable(stats) else None
+            if child_stats:
+                counters[name] = child_stats
+        return {"children": counters} if counters else None
+
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
         children = self._children()
         stack = contextlib.ExitStack()

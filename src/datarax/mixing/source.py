@@ -266,6 +266,9 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     def _children(self) -> Any:
         return self.sources
 
+    def _child_names(self) -> tuple[str, ...]:
+        return self.names
+
     def reads_by_position(self) -> bool:
         """True when every source's records depend on their positions alone: the
         mixture's then do too."""
