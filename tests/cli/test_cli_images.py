@@ -211,6 +211,13 @@ def test_convert_classes_from_a_dataset_keeps_its_labels_for_a_split_missing_a_c
         "datarax convert: error: --classes-from no_classes: that dataset has no field with class "
         "names (its fields: x); name a dataset with class names, such as an image folder "
         "converted before.\n")
+    (photos / "labels.csv").write_text("x\n1\n")  # a file, not a dataset folder
+    code, out, err = run("convert", "val_b", "ds_none", "--classes-from", "labels.csv",
+                         cwd=photos, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "") and err == (
+        "datarax convert: error: --classes-from labels.csv: 'labels.csv' is a file, not a "
+        "dataset: a dataset is the folder that convert wrote, holding datarax_dataset.json and "
+        "its shards.\n")
 
 
 def test_convert_names_empty_class_folders_and_files_left_out(photos, capsys, monkeypatch):

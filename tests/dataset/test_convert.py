@@ -198,3 +198,13 @@ def test_a_json_array_file_is_read_and_a_broken_one_refused(tmp_path) -> None:
     with pytest.raises(ConversionError, match="the file is not one JSON array .*JSON Lines: one "
                                               "object a line, or one JSON array of objects"):
         convert(str(src), tmp_path / "out2")
+
+
+def test_the_files_of_a_folder_are_records_in_the_order_of_their_paths_as_text(tmp_path) -> None:
+    (tmp_path / "src" / "more").mkdir(parents=True)
+    for name in ("part2.csv", "part10.csv", "part1.csv", "more/part0.csv"):
+        (tmp_path / "src" / name).write_text(f"id,src\n1,{name}\n2,{name}\n")
+    info, _ = convert(str(tmp_path / "src"), tmp_path / "ds")
+    assert info.num_records == 8
+    assert list(read_dataset(tmp_path / "ds")["src"]) == [
+        n for n in ("more/part0.csv", "part1.csv", "part10.csv", "part2.csv") for _ in (1, 2)]

@@ -302,6 +302,23 @@ def test_npz_text_entries_are_str_and_object_arrays_are_named(tmp_path) -> None:
         convert(str(tmp_path / "obj.npy"), tmp_path / "out2")
 
 
+def test_a_structured_npy_gives_a_field_per_named_field(tmp_path) -> None:
+    records = np.array([(1, 2.5, [1, 2, 3]), (3, 4.5, [4, 5, 6])],
+                       dtype=[("x", "i4"), ("y", "f8"), ("p", "u1", (3,))])
+    np.save(tmp_path / "table.npy", records)
+    info, _ = convert(str(tmp_path / "table.npy"), tmp_path / "out")
+    assert [f.name for f in info.features.fields] == ["x", "y", "p"]
+    back = read_dataset(tmp_path / "out")
+    assert back["x"].tolist() == [1, 3] and back["y"].tolist() == [2.5, 4.5]
+    assert back["p"].tolist() == [[1, 2, 3], [4, 5, 6]]
+    np.savez(tmp_path / "clash.npz", x=np.arange(2), t=records)
+    with pytest.raises(ConversionError, match="two arrays give the field 'x'.*'t'.*rename one"):
+        convert(str(tmp_path / "clash.npz"), tmp_path / "out2")
+    np.save(tmp_path / "raw.npy", np.zeros(3, "V2"))  # how numpy.save writes a bfloat16 array
+    with pytest.raises(ConversionError, match=r"'raw' holds raw values of 2 byte\(s\).*bfloat16"):
+        convert(str(tmp_path / "raw.npy"), tmp_path / "out3")
+
+
 @pytest.mark.slow
 def test_workers_end_with_their_killed_main_process(tmp_path) -> None:
     import os

@@ -122,6 +122,24 @@ def test_a_killed_worker_leaves_no_complete_looking_shard(tmp_path) -> None:
     assert read_dataset(tmp_path / "a")["x"][:, 0].tolist() == list(range(40))
 
 
+def test_a_script_with_workers_and_no_main_guard_is_told_to_add_it(tmp_path) -> None:
+    # a spawned worker imports the script first; unguarded, its own write_dataset fails there
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text("from datarax.dataset.writer import write_dataset\n"
+                      f"write_dataset([{{'x': i}} for i in range(8)], {str(tmp_path / 'ds')!r}, "
+                      "shards=2, workers=2)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1
+    assert ("ConversionError: write_dataset: a worker process died (exit code 1) before it "
+            "ran: a worker first imports the script that started it, so a script calling "
+            "write_dataset / convert with workers= needs that call under `if __name__ == "
+            "'__main__':`") in out.stderr
+
+
 def test_a_writer_worker_process_imports_no_jax_or_flax():
     # a spawned worker imports these modules (and the rows it writes); JAX/Flax cost ~2 s
     import subprocess

@@ -2458,6 +2458,33 @@ case("convert-hf-hub-name", CONVERTING, "convert('hf:imdb', ...) (a Hub name)", 
      "that folder.")(_convert("hf:imdb"))
 
 
+def _convert_bfloat16_npy(tmp: Path) -> Any:
+    from datarax.dataset import convert
+
+    np.save(tmp / "w.npy", np.zeros(3, "V2"))  # what numpy.save writes for a bfloat16 array
+    return convert(str(tmp / "w.npy"), str(tmp / "out"))
+
+
+case("convert-npy-raw-bfloat16-bytes", CONVERTING, "a bfloat16 array saved with numpy.save "
+     "(read back as |V2)", ConversionError, "numpy files {tmp}/w.npy: 'w' holds raw values of 2 "
+     "byte(s) (|V2), most likely an ml_dtypes array (bfloat16 is |V2, float8 |V1) that "
+     "numpy.save wrote as bytes. Save x.astype(np.float32) (exact for bfloat16), or "
+     "x.view(np.uint16) to keep its bits.")(_convert_bfloat16_npy)
+
+
+def _read_metadata_of_a_file(tmp: Path) -> Any:
+    from datarax.dataset import read_metadata
+
+    (tmp / "train.csv").write_text("x\n1\n")
+    return read_metadata(tmp / "train.csv")
+
+
+case("dataset-folder-is-a-file", CONVERTING, "read_metadata (--classes-from) of a CSV file, "
+     "not a dataset folder", DataraxError, "'{tmp}/train.csv' is a file, not a dataset: a "
+     "dataset is the folder that convert wrote, holding datarax_dataset.json and its shards.")(
+    _read_metadata_of_a_file)
+
+
 # ------------------------------------------------------------------------ text
 TEXT = "Text (PackedTextSource, TextTokenizer)"
 

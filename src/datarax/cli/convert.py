@@ -52,9 +52,12 @@ def _resize(text: str) -> int | tuple[int, int]:
 def _class_names_of(dataset: str) -> dict[str, tuple[str, ...]]:
     """The class names of every label field of the dataset in ``dataset``."""
     from datarax.dataset.metadata import read_metadata
-    from datarax.errors import ConfigError
+    from datarax.errors import ConfigError, DataraxError
 
-    info = read_metadata(dataset)
+    try:
+        info = read_metadata(dataset)
+    except DataraxError as err:
+        raise ConfigError(f"--classes-from {dataset}: {err}") from err
     names = {f.name: f.class_names for f in info.features.fields if f.class_names is not None}
     if not names:
         raise ConfigError(

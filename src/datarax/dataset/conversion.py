@@ -103,8 +103,31 @@ class NpyRows(Rows):
             bad = [k for k, v in arrays.items() if v.ndim == 0]
             if bad:
                 raise ConversionError(f"{self.description}: '{bad[0]}' is a scalar, not one entry per row.")
-            self._arrays = arrays
+            self._arrays = self._split_structured(arrays)
         return self._arrays
+
+    def _split_structured(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A structured array (``np.save`` of records) gives one field per named field."""
+        out: dict[str, np.ndarray] = {}
+        for name, array in arrays.items():
+            if array.dtype.kind == "V" and not array.dtype.names:
+                raise ConversionError(
+                    f"{self.description}: '{name}' holds raw values of {array.dtype.itemsize} "
+                    f"byte(s) ({array.dtype}), most likely an ml_dtypes array (bfloat16 is |V2, "
+                    "float8 |V1) that numpy.save wrote as bytes. Save x.astype(np.float32) (exact "
+                    "for bfloat16), or x.view(np.uint16) to keep its bits.")
+            parts = {n: array[n] for n in array.dtype.names} if array.dtype.names else {name: array}
+            for field, part in parts.items():
+                if part.dtype.names:
+                    raise ConversionError(
+                        f"{self.description}: field '{field}' of the structured array '{name}' is "
+                        "itself structured; save each of its fields as an array of its own.")
+                if field in out or (field != name and field in arrays):
+                    raise ConversionError(
+                        f"{self.description}: two arrays give the field '{field}' (the fields of "
+                        f"the structured array '{name}' are fields of their own); rename one.")
+                out[field] = part
+        return out
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
         # plain ndarray views of the memory maps: a row of a np.memmap costs ~3 us more

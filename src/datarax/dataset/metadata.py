@@ -167,6 +167,9 @@ def read_metadata(directory: str | os.PathLike[str], *,
     except FileNotFoundError as err:
         raise DataraxError(f"'{directory}' holds no {METADATA_FILE}: not a finished dataset "
                            "(convert it, or resume an interrupted conversion).") from err
+    except NotADirectoryError as err:
+        raise DataraxError(f"'{directory}' is a file, not a dataset: a dataset is the folder "
+                           f"that convert wrote, holding {METADATA_FILE} and its shards.") from err
     except json.JSONDecodeError as err:
         raise DataraxError(f"'{path}' is not valid JSON ({err}).") from err
     return DatasetInfo.from_json(data, where=path)

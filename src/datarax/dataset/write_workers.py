@@ -92,6 +92,16 @@ def _serve(tasks: Any, messages: Any, counter: Any, parent: int,
         raise SystemExit(1) from None
 
 
+def _died(exit_code: int) -> str:
+    """What a worker that ended with ``exit_code`` and no error message says."""
+    text = f"write_dataset: a worker process died (exit code {exit_code})"
+    if exit_code == 1:  # _serve reports its own errors: this one ended before it ran
+        text += (" before it ran: a worker first imports the script that started it, so a "
+                 "script calling write_dataset / convert with workers= needs that call under "
+                 "`if __name__ == '__main__':` (the worker's own error is printed above)")
+    return text
+
+
 class WorkerPool:
     """``workers - 1`` spawned processes holding a copy of ``rows`` (given here, or later
     to :meth:`send_rows`), this process the first of the ``workers`` (see the module
@@ -217,8 +227,7 @@ class WorkerPool:
                 # a killed worker may hold the queue's lock: the others would hang
                 killed = [p.exitcode for p in self.procs if p.exitcode not in (0, None)]
                 if killed:
-                    self._fail(self._drain(handlers) or (
-                        f"write_dataset: a worker process died (exit code {killed[0]})"))
+                    self._fail(self._drain(handlers) or _died(killed[0]))
                 if not wait:
                     return
                 continue
