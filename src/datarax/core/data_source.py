@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import inspect
 import weakref
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from flax import nnx
@@ -38,6 +38,11 @@ from datarax.core.share import Share
 from datarax.core.source_copy import deepcopy_module
 from datarax.typing import Batch
 
+if TYPE_CHECKING:  # checkers read the metaclass's name; at run time it is taken from the class
+    from flax.nnx.module import ModuleMeta as _ModuleClass
+else:
+    _ModuleClass = type(DataraxModule)
+
 
 class SourceKind(enum.Enum):
     """How a source hands out records; decides the path a Pipeline runs it on."""
@@ -51,7 +56,7 @@ class SourceKind(enum.Enum):
 _KIND_BASES: dict[SourceKind, type] = {}
 
 
-class _SourceClass(type(DataraxModule)):  # type: ignore[misc]
+class _SourceClass(_ModuleClass):
     """The class of source classes: a class of no kind (neither declared nor inherited
     from a kind's base) that defines ``get_batch_at`` (``get_batch``) is created deriving
     from the indexed (stream) base, so it has that kind's methods from the start."""
