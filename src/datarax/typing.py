@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 
 Batch = dict[str, Any]
 """A batch: field name -> array with a leading record axis (or a list of str)."""
@@ -15,4 +16,7 @@ Spec = dict[str, Any]
 PRNGKey = jax.Array
 """A typed JAX PRNG key."""
 
-__all__ = ["Batch", "PRNGKey", "Spec"]
+IntLike = int | np.integer[Any]
+"""A count, size or seed argument: a Python int or a NumPy integer (taken as the same int)."""
+
+__all__ = ["Batch", "IntLike", "PRNGKey", "Spec"]

@@ -134,7 +134,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     def __init__(
         self,
         sources: Mapping[str, DataSourceModule] | Sequence[DataSourceModule],
-        weights: Mapping[str, float] | Sequence[float],
+        weights: Mapping[str, float] | Sequence[float] | np.ndarray,
         *extra: Any,
         mode: str = "epoch",
         seed: int = 0,

@@ -26,7 +26,7 @@ from datarax.pipeline.fused import check_scan, run_scan
 from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
 from datarax.core.stage_digest import remember_sources
-from datarax.typing import Batch
+from datarax.typing import Batch, IntLike
 
 
 class Pipeline(nnx.Module):
@@ -115,17 +115,17 @@ class Pipeline(nnx.Module):
         self,
         source: DataSourceModule,
         stages: Sequence[OperatorModule | Callable[[Batch], Batch]] = (),
-        batch_size: int = 32,
+        batch_size: IntLike = 32,
         rngs: nnx.Rngs | None = None,
         drop_remainder: bool = False,
         *,
-        prefetch: int = 2,
-        shard_index: int | None = None,
-        shard_count: int | None = None,
+        prefetch: IntLike = 2,
+        shard_index: IntLike | None = None,
+        shard_count: IntLike | None = None,
         check_finite: bool = False,
         sharding: Any = None,
         pad_remainder: bool = False,
-        seed: int | None = None,
+        seed: IntLike | None = None,
         stages_on: str = "device",
     ) -> None:
         if seed is not None and rngs is not None:
@@ -207,7 +207,7 @@ class Pipeline(nnx.Module):
         nodes: dict[str, OperatorModule | Callable[[Batch], Batch]],
         edges: dict[str, Sequence[str]],
         sink: str,
-        batch_size: int = 32,
+        batch_size: IntLike = 32,
         rngs: nnx.Rngs | None = None,
         **options: Any,
     ) -> Pipeline:
