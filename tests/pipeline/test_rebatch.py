@@ -212,6 +212,21 @@ def test_repr_names_the_mode_source_and_batch_size():
         "Rebatch(split=2) of a Pipeline over MemorySource with batch_size 4")
 
 
+def test_repr_of_a_rebatch_whose_init_raised_says_so_instead_of_raising():
+    # a verbose traceback (IPython %xmode Verbose, pytest --showlocals) shows ``self``
+    with pytest.raises(ConfigError) as raised:
+        Rebatch(pipeline(), split=3)
+    half_built = next(tb.tb_frame.f_locals["self"] for tb in _frames(raised.tb)
+                      if isinstance(tb.tb_frame.f_locals.get("self"), Rebatch))
+    assert repr(half_built) == "Rebatch(not built)"
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
 def test_split_of_a_padded_pipeline_cuts_the_padded_batch_and_len_counts_every_part():
     source = MemorySource(MemorySourceConfig(), {"id": np.arange(10, dtype=np.int32)})
     rebatch = Rebatch(Pipeline(source=source, stages=[], batch_size=4, pad_remainder=True),

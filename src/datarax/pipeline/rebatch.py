@@ -117,6 +117,8 @@ class Rebatch(Transformation):
         self._live: weakref.ref[RebatchIterator] | None = None  # to close on restore
 
     def __repr__(self) -> str:
+        if not hasattr(self, "k"):  # __init__ raised (a traceback showing its locals)
+            return "Rebatch(not built)"
         return (f"Rebatch({self.mode}={self.k}) of a Pipeline over "
                 f"{type(self.pipeline.source).__name__} with batch_size "
                 f"{self.pipeline.batch_size}")
