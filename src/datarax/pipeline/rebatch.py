@@ -119,9 +119,7 @@ class Rebatch(Transformation):
     def __repr__(self) -> str:
         if not hasattr(self, "k"):  # __init__ raised (a traceback showing its locals)
             return "Rebatch(not built)"
-        return (f"Rebatch({self.mode}={self.k}) of a Pipeline over "
-                f"{type(self.pipeline.source).__name__} with batch_size "
-                f"{self.pipeline.batch_size}")
+        return f"Rebatch({self.mode}={self.k}) of {self.described_parent()}"
 
     @property
     def part_size(self) -> int | None:
