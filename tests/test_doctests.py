@@ -46,6 +46,19 @@ WITH_EXAMPLES = {
     "datarax.cli.demo",
     "datarax.cli.inspect_source",
     "datarax.metrics",
+    # homes of public classes whose class docstring points to the module's example
+    "datarax.core.errors",
+    "datarax.dag.nodes",
+    "datarax.dag.operator",
+    "datarax.dataset.labels",
+    "datarax.mixing.source",
+    "datarax.operators.element",
+    "datarax.pipeline.iterator",
+    "datarax.sharding.placement",
+    "datarax.sources.concat",
+    "datarax.sources.flat_map",
+    "datarax.sources.memory",
+    "datarax.sources.npy",
 }
 
 

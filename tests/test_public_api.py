@@ -170,3 +170,9 @@ def test_every_packages_all_is_a_literal_list_of_its_exports(package):
     homes = getattr(module, "_HOMES", None)
     if homes is not None:
         assert set(module.__all__) == set(homes), package
+
+
+def test_the_version_is_the_one_the_project_file_declares():
+    import tomllib
+    project = tomllib.loads((pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert datarax.__version__ == project["project"]["version"]

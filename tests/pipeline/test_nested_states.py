@@ -121,3 +121,15 @@ def test_a_repeat_of_a_rebatch_nests_both_states_and_resumes_at_every_boundary(m
         resumed = Rebatch(make(), **mode).repeat(2)
         resumed.set_state(state)
         assert xs(head) + xs(resumed) == whole, cut
+
+
+def test_take_and_repeat_say_what_they_wrap_and_what_is_left_in_repr():
+    take = make().take(3)
+    next(take)
+    assert repr(take) == ("take(3) of a Pipeline over MemorySource with batch_size 2: "
+                          "2 batch(es) left")
+    assert repr(make().repeat(None)) == ("repeat(None) of a Pipeline over MemorySource "
+                                         "with batch_size 2: without end")
+    assert repr(Rebatch(make(), group=2).repeat(2)) == (
+        "repeat(2) of Rebatch(group=2) of a Pipeline over MemorySource with batch_size 2: "
+        "2 pass(es) left")

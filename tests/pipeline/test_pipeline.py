@@ -10,7 +10,7 @@ from flax import nnx
 
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.operators import ElementOperator, ElementOperatorConfig
-from datarax.pipeline import Pipeline
+from datarax.pipeline import Pipeline, PipelineIterator
 from datarax.sources import MemorySource, MemorySourceConfig
 
 
@@ -347,6 +347,11 @@ def test_iterator_repr_says_source_epoch_records_handed_out_and_whether_it_is_li
     assert repr(it).endswith("superseded by a newer iter(pipeline)>")
     list(newer)
     assert repr(newer) == "<PipelineIterator over MemorySource: epoch 1, batch_size 4, ended>"
+
+
+def test_repr_of_an_iterator_whose_init_did_not_run_says_so_instead_of_raising():
+    # what a verbose traceback (IPython %xmode Verbose) shows of ``self`` when __init__ raised
+    assert repr(PipelineIterator.__new__(PipelineIterator)) == "<PipelineIterator, not started>"
 
 
 def test_context_manager_and_close_end_the_epoch():

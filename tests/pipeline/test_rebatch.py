@@ -1,7 +1,9 @@
 """Rebatch: grouped and split batches hold the pipeline's records in order, once each;
 lengths, exact resume at every boundary, and refusals."""
 
+import copy
 import json
+import pickle
 
 import jax
 import numpy as np
@@ -210,6 +212,44 @@ def test_a_state_taken_after_a_break_mid_batch_keeps_the_parts_left():
 def test_repr_names_the_mode_source_and_batch_size():
     assert repr(Rebatch(pipeline(), split=2)) == (
         "Rebatch(split=2) of a Pipeline over MemorySource with batch_size 4")
+
+
+@pytest.mark.parametrize("how", [{"split": 2}, {"group": 2}])
+@pytest.mark.parametrize("copy_of", [copy.deepcopy, lambda r: pickle.loads(pickle.dumps(r))])
+def test_a_copied_or_pickled_rebatch_continues_where_the_original_stands(how, copy_of):
+    reference = list(Rebatch(pipeline(), **how))
+    original = Rebatch(pipeline(), **how)
+    it = iter(original)
+    seen = [next(it)]  # inside a split batch: one of its parts handed out
+    copied = list(copy_of(original))
+    rest = list(it)  # the original is not moved by its copy
+    for field in ("id", "noise"):
+        assert flat(seen + copied, field) == flat(reference, field)
+        assert flat(seen + rest, field) == flat(reference, field)
+
+
+def test_a_rebatch_iterator_is_refused_by_copy_and_pickle_naming_what_to_copy():
+    it = iter(Rebatch(pipeline(), split=2))
+    for copy_of in (copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="Copy or pickle the Rebatch instead"):
+            copy_of(it)
+    assert repr(it).startswith("<RebatchIterator of Rebatch(split=2) of a Pipeline over "
+                               "MemorySource with batch_size 4: <PipelineIterator over")
+
+
+def test_repr_of_a_rebatch_whose_init_raised_says_so_instead_of_raising():
+    # a verbose traceback (IPython %xmode Verbose, pytest --showlocals) shows ``self``
+    with pytest.raises(ConfigError) as raised:
+        Rebatch(pipeline(), split=3)
+    half_built = next(tb.tb_frame.f_locals["self"] for tb in _frames(raised.tb)
+                      if isinstance(tb.tb_frame.f_locals.get("self"), Rebatch))
+    assert repr(half_built) == "Rebatch(not built)"
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
 
 
 def test_split_of_a_padded_pipeline_cuts_the_padded_batch_and_len_counts_every_part():

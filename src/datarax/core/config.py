@@ -58,9 +58,11 @@ def unknown_option_message(owner: str, name: str, options: list[str]) -> str:
 
 @dataclass(frozen=True)
 class StructuralConfig(metaclass=_ConfigType):
-    """Frozen dataclass base for configs; fields fix a module's structure (hashable, so a
-    config can key compiled-function caches). ``refused_options`` (a class attribute)
-    maps options a config deliberately lacks to why, said when one is given.
+    """Frozen dataclass base for configs; fields fix a module's structure.
+
+    Configs are hashable, so a config can key compiled-function caches.
+    ``refused_options`` (a class attribute) maps options a config deliberately lacks to
+    why, said when one is given.
 
     Example:
         >>> from dataclasses import dataclass

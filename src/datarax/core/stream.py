@@ -90,7 +90,9 @@ def _other_stream(source: StreamSource) -> str:
 
 
 class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM):
-    """Base of forward-only streams: implement ``get_batch(batch_size)`` (the next batch
+    """Base of forward-only streams (sources read in order, batch by batch).
+
+    Implement ``get_batch(batch_size)`` (the next batch
     of at most ``batch_size`` records, text as lists of ``str``; ``None`` at the pass's
     end), ``element_spec`` and, for more than one pass, ``restart(epoch)``. ``len()``
     is ``TypeError("<class> has no length: ...")`` (:class:`LengthIfKnown`), unless the

@@ -102,6 +102,14 @@ class Transformation:
         pipeline's copy continues at its position), at the same counts."""
         return (_remade, (type(self), self.parent, self.own_state()))
 
+    def described_parent(self) -> str:
+        """Its parent in a few words (a Pipeline's own repr is its whole module tree)."""
+        parent = self.parent
+        if isinstance(parent, Transformation):
+            return repr(parent)
+        return (f"a Pipeline over {type(parent.source).__name__} with batch_size "
+                f"{parent.batch_size}")
+
     def get_state(self) -> dict[str, Any]:
         """Its own counts and its parent's state under ``"parent"``."""
         return {**self.own_state(), "parent": self.parent.get_state()}
@@ -141,6 +149,9 @@ class Take(Transformation):
     @classmethod
     def over(cls, parent: Any, own: dict[str, Any]) -> Take:
         return parent.take(own["take"])
+
+    def __repr__(self) -> str:
+        return f"take({self._count}) of {self.described_parent()}: {self._left} batch(es) left"
 
     def __iter__(self) -> Take:
         return self
@@ -245,6 +256,10 @@ class Repeat(Transformation):
     @classmethod
     def over(cls, parent: Any, own: dict[str, Any]) -> Repeat:
         return parent.repeat(own.get("repeat", own["epochs_left"]))
+
+    def __repr__(self) -> str:
+        left = "without end" if self._left is None else f"{self._left} pass(es) left"
+        return f"repeat({self._epochs}) of {self.described_parent()}: {left}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A copy is built with the same setting (``repeat``), at the same passes left."""

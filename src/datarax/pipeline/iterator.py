@@ -134,6 +134,8 @@ class PipelineIterator:
         return self._epoch
 
     def __repr__(self) -> str:
+        if not hasattr(self, "_epoch"):  # __init__ raised (a traceback showing its locals)
+            return "<PipelineIterator, not started>"
         state = ("superseded by a newer iter(pipeline)" if self._superseded else "ended"
                  if self.exhausted else f"live, {self._source.index} records handed out")
         return (f"<PipelineIterator over {type(self._source).__name__}: epoch {self._epoch}, "

@@ -117,9 +117,9 @@ class Rebatch(Transformation):
         self._live: weakref.ref[RebatchIterator] | None = None  # to close on restore
 
     def __repr__(self) -> str:
-        return (f"Rebatch({self.mode}={self.k}) of a Pipeline over "
-                f"{type(self.pipeline.source).__name__} with batch_size "
-                f"{self.pipeline.batch_size}")
+        if not hasattr(self, "k"):  # __init__ raised (a traceback showing its locals)
+            return "Rebatch(not built)"
+        return f"Rebatch({self.mode}={self.k}) of {self.described_parent()}"
 
     @property
     def part_size(self) -> int | None:
@@ -228,12 +228,37 @@ class Rebatch(Transformation):
         """Make the next ``iter(rebatch)`` continue exactly where ``state`` was taken."""
         self._pending_part = int(state["part"])
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """``copy.deepcopy`` / ``pickle``: a Rebatch over a copy of the pipeline,
+        restored to this one's state (inside a split batch too)."""
+        return (_restored, (self.pipeline, self.mode, self.k, self.get_state()))
+
+
+def _restored(pipeline: Pipeline, mode: str, k: int, state: dict[str, Any]) -> Rebatch:
+    """A ``Rebatch(pipeline, mode=k)`` continuing from ``state`` (a copied or unpickled one)."""
+    node = Rebatch(pipeline, **{mode: k})
+    node.set_state(state)
+    return node
+
 
 class RebatchIterator:
     """One pass of a :class:`Rebatch` (made by ``iter(rebatch)``)."""
 
     def __init__(self, owner: Rebatch) -> None:
         self._owner = owner
+
+    def __repr__(self) -> str:
+        inner = getattr(self, "_inner", None)
+        return (f"<RebatchIterator of {self._owner!r}: "
+                + (f"{inner!r}>" if inner is not None else "not started>"))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """One pass, on this process's threads: refused by ``copy`` and ``pickle``."""
+        raise TypeError(
+            "A RebatchIterator cannot be copied or pickled: it is one pass of its Rebatch, "
+            "run by this process's threads. Copy or pickle the Rebatch instead (it "
+            "continues at this iterator's position), or save iterator.get_state() and "
+            "restore it with set_state() on an identically built Rebatch.")
 
     def begin(self, inner: Any, skip: int) -> None:
         """Serve the pass of the pipeline iterator ``inner``, its first ``skip`` parts

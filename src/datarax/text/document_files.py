@@ -51,6 +51,13 @@ class _FileReader:
     paths: list[str]
     _remote: RemoteFiles | None
 
+    def __repr__(self) -> str:
+        paths = getattr(self, "paths", [])
+        shown = ", ".join(map(repr, paths[:2])) + (f", ... ({len(paths)} files)"
+                                                  if len(paths) > 2 else "")
+        name = "column" if hasattr(self, "column") else "field"
+        return f"{type(self).__name__}([{shown}], {name}={getattr(self, name, None)!r})"
+
     def _local(self) -> list[str]:
         """The files to open (cached copies of remote files, held again after :meth:`close`)."""
         return self.paths if self._remote is None else self._remote.local_paths()

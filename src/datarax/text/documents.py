@@ -67,6 +67,10 @@ class FunctionDocuments:
         self._takes_epoch = _takes_argument(fn)
         self._count: int | None = None
 
+    def __repr__(self) -> str:
+        fn = getattr(self, "fn", None)
+        return f"FunctionDocuments({getattr(fn, '__qualname__', type(fn).__name__)})"
+
     def _open(self, epoch: int) -> Iterable[Any]:
         docs = self.fn(epoch) if self._takes_epoch else self.fn()
         if isinstance(docs, (str, bytes)) or not isinstance(docs, Iterable):
@@ -172,6 +176,10 @@ class HFStreamDocuments:
         # a mixture serves every position of its pass (its stable indices are draws, not
         # positions): a document is named by its source and draw (MixSource.locate)
         self._mixture = isinstance(source, MixSource)
+
+    def __repr__(self) -> str:
+        source = type(getattr(self, "source", None)).__name__
+        return f"HFStreamDocuments({source}, field={getattr(self, 'field', None)!r})"
 
     def read(self, epoch: int, start: int) -> Iterator[Any]:
         self.source.seek(epoch, 0)

@@ -87,6 +87,13 @@ class MixedDocuments:
         self._block_counts: dict[int, np.ndarray] = {}
         self._last_block: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int32))
 
+    def __repr__(self) -> str:
+        if not hasattr(self, "seed"):  # __init__ raised
+            return "MixedDocuments(not built)"
+        shares = ", ".join(f"{n!r}: {float(w):g}" for n, w in zip(self.names, self.weights))
+        return (f"MixedDocuments({{{shares}}}, documents_per_epoch="
+                f"{self.documents_per_epoch}, seed={self.seed})")
+
     # ------------------------------------------------------------------ draws
     def _block(self, block: int) -> np.ndarray:
         if self._last_block[0] != block:

@@ -90,6 +90,11 @@ class Packer:
         self.with_document_index = with_document_index
         self.reset()
 
+    def __repr__(self) -> str:
+        return (f"Packer(seq_len={self.seq_len}, mode={self.mode!r}, "
+                f"open_rows={self.open_rows}, pad_id={self.pad_id}): "
+                f"{getattr(self, 'rows_packed', 0)} rows handed out")
+
     def reset(self) -> None:
         """Forget every open and ready row and the counters (start of a pass)."""
         self._open: list[_Row] = []

@@ -108,6 +108,12 @@ class TextTokenizer:
         self.eos_id = eos_id
         self.max_tokens = max_tokens
 
+    def __repr__(self) -> str:
+        if not hasattr(self, "max_tokens"):  # __init__ raised
+            return "TextTokenizer(not built)"
+        return (f"TextTokenizer({self.name}, bos_id={self.bos_id}, eos_id={self.eos_id}, "
+                f"max_tokens={self.max_tokens})")
+
     @property
     def name(self) -> str:
         """The class of the wrapped tokenizer or callable."""
