@@ -230,7 +230,8 @@ def test_check_finite_on_batches_read_ahead_names_the_record(tmp_path) -> None:
     it = iter(p)
     assert [values(next(it)) for _ in range(2)][1] == list(range(8, 16))
     with pytest.raises(SpecMismatchError, match=r"field 'x' of the record at position 21 of "
-                       r"epoch 0 \(stable index 21\) holds NaN or inf"):
+                       r"epoch 0 \(stable index 21\), record 21 of file '.*part-0"
+                       r"\.array_record', holds NaN or inf"):
         next(it)
     assert source.get_state()["current_index"] == 16  # the failing batch not handed out
     source.close()

@@ -1496,6 +1496,47 @@ case("arrayrecord-decode-batch-rows", "ArrayRecord",
          tmp, lambda records: {"x": np.zeros((2 * len(records), 2), np.float32)}))
 
 
+
+def _ar_nan_in_second_file(tmp: Path) -> None:
+    """Records 0..7 in one file, 8..15 in another; record 11 (the second file's record 3)
+    decodes to NaN."""
+    paths = [_ar_file(tmp / "a.array_record"),
+             write_records(tmp / "b.array_record",
+                           (np.full(2, i, np.float32).tobytes() for i in range(8, 16)))]
+
+    def nan_at_11(record: bytes) -> dict[str, np.ndarray]:
+        x = np.frombuffer(record, np.float32)
+        return {"x": np.full(2, np.nan, np.float32) if x[0] == 11 else x}
+
+    source = _ar(paths, decode=nan_at_11)
+    with source:
+        for _ in Pipeline(source=source, stages=[], batch_size=4, shard_index=0, shard_count=1,
+                          check_finite=True):
+            pass
+
+
+def _ar_index_of_another_shape(tmp: Path) -> None:
+    """``source[5]`` of a record that decodes to 3 values where the first decodes to 2."""
+    def wide_at_5(record: bytes) -> dict[str, np.ndarray]:
+        x = np.frombuffer(record, np.float32)
+        return {"x": np.resize(x, 3) if x[0] == 5 else x}
+
+    with _ar(_ar_file(tmp / "s.array_record"), decode=wide_at_5) as source:
+        source[5]
+
+
+case("arrayrecord-nan-named-by-file", "ArrayRecord",
+     "a record decoding to NaN under check_finite=True, in the second of two files",
+     SpecMismatchError,
+     "field 'x' of the record at position 11 of epoch 0 (stable index 11), record 3 of file "
+     "'{tmp}/b.array_record', holds NaN or inf (check_finite=True).",
+     needs=AR)(_ar_nan_in_second_file)
+case("arrayrecord-index-of-another-shape", "ArrayRecord",
+     "source[5] of a record of another shape than the first record's", RecordError,
+     "cannot read record 5 of file '{tmp}/s.array_record': field 'x' decodes to float32(3,), "
+     "the first record's is float32(2,)", needs=AR)(_ar_index_of_another_shape)
+
+
 # ------------------------------------------------------------------- HF / TFDS
 HF = "datarax.sources.hf"
 TFDS = "datarax.sources.tfds"

@@ -395,3 +395,27 @@ def test_a_decode_missing_a_package_stops_the_read_under_skip(tmp_path):
         list(Pipeline(source=source, stages=[], batch_size=4))
     assert source.skipped_records() == []
     source.close()
+
+
+def test_indexing_refuses_a_record_a_pass_would_refuse(tmp_path):
+    """``source[i]`` checks record ``i`` against the first record's fields and shapes, as a
+    pass does: a record of other fields or another shape is a RecordError naming it, not
+    served; a good record reads as before."""
+    path = write(tmp_path / "a.array_record", 6)
+
+    def shaped(record):
+        value = np.frombuffer(record, np.float32)
+        if value[0] == 2:
+            return {"other": value}
+        return {"data": value[:3] if value[0] == 4 else value}
+
+    source = make(path, shaped)
+    assert source[1]["data"][0] == 1 and source[5]["data"].shape == (64,)
+    with pytest.raises(RecordError, match=r"record 2 of file .*fields \['other'\]"):
+        source[2]
+    with pytest.raises(RecordError, match=r"record 4 of file .*float32\(3,\)"):
+        source[4]
+    source.close()
+    skipping = make(path, shaped, on_error="skip")
+    assert read_all(skipping) == [0, 1, 3, 5]
+    skipping.close()

@@ -122,6 +122,14 @@ def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any
     where = (f"the record with stable index {index} (row {row} of a filtered batch read "
              f"from position {at} of epoch {epoch} on)" if filtered else
              f"the record at position {at + row} of epoch {epoch} (stable index {index})")
+    # (imported here, on the error's path: importing a Pipeline loads no reader threads)
+    from datarax.sources.random_access import RandomAccessSource
+    from datarax.sources.skip_ledger import record_place
+
+    if isinstance(source, RandomAccessSource):  # records in files: name the file too
+        path, in_file = source.locate(index)
+        if path is not None:
+            where += f", {record_place(path, in_file)},"
     raise SpecMismatchError(
         f"{type(source).__name__}: field '{field}' of {where} holds "
         "NaN or inf (check_finite=True). Fix or filter that record in the source or "

@@ -220,6 +220,12 @@ class HostReader:
             self._reads.learn_first(self.name, self.where, self.record_error)
         return dict(self._records.spec)
 
+    def check_decoded(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Check a decoded record against the structure a pass serves (the first readable
+        record's, learned here if not yet): a record a pass would refuse raises."""
+        self.element_spec()
+        return self._records.check_decoded(record)
+
     # ------------------------------------------------------------- sessions
     def start(self, order: EpochOrder, position: int = 0, skipped: int = 0) -> None:
         """Begin (or resume) handing out ``order`` at epoch ``position``.

@@ -239,6 +239,10 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         records = DecodedRecords(self.decode, cast_float64=self._cast_float64())
         try:
             record = records.check(self.read_records([at])[0])
+            try:  # and against a pass's structure, so a record a pass refuses is refused here
+                record = self.host_reader.check_decoded(record)
+            except RecordError:  # no readable first record (on_error="raise"): this one alone
+                pass
         except ConfigError:  # a setting to change (cast_float64), raised as a batch raises it
             raise
         except Exception as cause:
