@@ -176,7 +176,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
         place = f"data_dir '{data_dir}'" if data_dir else "the default TFDS data_dir"
         try:
             builder = tfds.builder(name_or_dir, data_dir=data_dir)
-        except tfds.core.registered.DatasetNotFoundError as err:  # not its whole catalog
+        except tfds.core.registered.DatasetNotFoundError:  # not its whole catalog
             raise ConversionError(
                 f"TFDS has no dataset named '{name_or_dir}' (not in its catalog or in {place}). "
                 "Check the spelling (see tfds.list_builders()), or point --data-dir "
