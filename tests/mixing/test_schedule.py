@@ -59,6 +59,14 @@ def test_simple_ratios_are_exact_and_others_rounded():
     assert units.sum() == MAX_PERIOD and units.tolist() == [8091, 57445]
 
 
+def test_huge_weights_keep_their_ratios():
+    # their sum overflows to inf: every share was 0 and each source got 1 unit alike
+    assert integer_weights([1e308, 1e308], "ab").tolist() == [1, 1]
+    assert integer_weights([1e308, 3e307], "ab").tolist() == [10, 3]
+    with pytest.raises(ConfigError, match="weight of 'c' is 5e-309 of the total"):
+        integer_weights([1e308, 1e308, 1.0], "abc")
+
+
 @pytest.mark.parametrize(
     ("weights", "message"),
     [

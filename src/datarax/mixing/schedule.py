@@ -54,8 +54,11 @@ def integer_weights(weights: Sequence[float], names: Sequence[str]) -> np.ndarra
                 f"MixSource weight of '{name}' must be a finite number > 0, got {w!r}; "
                 "leave a source out rather than giving it weight 0."
             )
-    total = float(sum(float(w) for w in weights))
-    shares = [float(w) / total for w in weights]
+    values = [float(w) for w in weights]
+    if not math.isfinite(sum(values)):  # huge weights overflow their sum: scale them first
+        values = [v / max(values) for v in values]
+    total = sum(values)
+    shares = [v / total for v in values]
     fractions = [Fraction(s).limit_denominator(_EXACT_DENOMINATOR) for s in shares]
     if (
         sum(fractions) == 1
