@@ -489,6 +489,21 @@ def test_numpy_weights_and_records_per_epoch_are_taken_like_python_numbers():
         MixSource([memory(0, 5), memory(10, 15)], weights=np.ones((2, 1)))
 
 
+@pytest.mark.parametrize("weights", [
+    jax.numpy.asarray([2.0, 1.0]),  # refused before: "a list or a 1-D array, got ArrayImpl"
+    [jax.numpy.float32(2), jax.numpy.float32(1)],
+    {"source0": np.array(2.0), "source1": 1},
+])
+def test_jax_arrays_and_0d_arrays_as_weights_are_taken_like_python_numbers(weights):
+    mix = MixSource([memory(0, 20), memory(100, 110)], weights=weights)
+    same = MixSource([memory(0, 20), memory(100, 110)], weights=[2, 1])
+    assert mix.config.weights == (2.0, 1.0)
+    assert mix.get_batch_with_indices(30)[0]["id"].tolist() == (
+        same.get_batch_with_indices(30)[0]["id"].tolist())
+    with pytest.raises(ConfigError, match="weight of 'source0' must be a number, got array"):
+        MixSource([memory(0, 5), memory(10, 15)], weights=[np.array([1.0]), 1])
+
+
 def test_sources_and_weights_keyed_by_numbers_mix_as_keyed_by_their_names():
     """Keys that are not strings (0, 1) name the sources as str(key); the weights keyed
     the same way are found by them (they raised a bare KeyError: '0')."""

@@ -118,7 +118,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     Args:
         sources: a dict ``{name: source}`` or a list (named ``source0``, ``source1`` ...);
             2 or more distinct sources with the same element spec.
-        weights: relative weights, a dict by name, or a list or 1-D array in the sources' order.
+        weights: relative weights, a dict by name, or a list or 1-D array (NumPy or JAX) in
+            the sources' order.
         mode, seed, records_per_epoch: as in :class:`MixSourceConfig`.
 
     Raises:
@@ -160,6 +161,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
                 f"MixSource sources must be a dict {{name: source}} or a list, got "
                 f"{type(sources).__name__}."
             )
+        if not isinstance(weights, (Mapping, np.ndarray)) and hasattr(weights, "__array__"):
+            weights = np.asarray(weights)  # a JAX array: read as the NumPy array it holds
         if isinstance(weights, Mapping):
             if set(map(str, weights)) != set(names):
                 raise ConfigError(
@@ -182,6 +185,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
                 f"MixSource weights must be a dict by name, a list or a 1-D array, got "
                 f"{type(weights).__name__}."
             )
+        weight_list = [_scalar(w) for w in weight_list]
         records_per_epoch = python_ints(records_per_epoch)
         config = MixSourceConfig(
             names=tuple(names),
@@ -396,5 +400,14 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 
 
 # ---------------------------------------------------------------------- helpers
+def _scalar(value: Any) -> Any:
+    """A 0-d array of a number (``np.array(0.3)``, a JAX scalar) as that number; any
+    other value as it is (the schedule refuses what is not a number)."""
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__array__"):
+        return value
+    array = np.asarray(value)
+    return array.item() if array.ndim == 0 and array.dtype.kind in "iuf" else value
+
+
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
