@@ -325,7 +325,8 @@ simple("memory-empty-dict", "MemorySource data", "an empty dict", DataraxError,
        "MemorySource got an empty dict; pass at least one field.",
        lambda: MemorySource(MemorySourceConfig(), {}))
 simple("memory-zero-records", "MemorySource data", "a dict of zero-length arrays", DataraxError,
-       "MemorySource data holds no records.",
+       "MemorySource data holds no records: field 'x' has shape (0,), 0 records along axis 0; "
+       "pass at least one record.",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(0, np.int32)}))
 simple("memory-not-a-collection", "MemorySource data", "data=5", DataraxError,
        "MemorySource data must be a dict of arrays or a sequence of records, got int.",
