@@ -46,6 +46,7 @@ from datarax.sources import MemorySource, MemorySourceConfig  # noqa: E402
 from datarax.sources.source_call import MISSING  # noqa: E402
 
 from int_record_files import write_records  # noqa: E402
+from number_sources import NumberStream  # noqa: E402
 from reliability_sources import CountingStream, CountingStreamConfig, make_memory_pipeline  # noqa: E402
 
 
@@ -325,7 +326,8 @@ simple("memory-empty-dict", "MemorySource data", "an empty dict", DataraxError,
        "MemorySource got an empty dict; pass at least one field.",
        lambda: MemorySource(MemorySourceConfig(), {}))
 simple("memory-zero-records", "MemorySource data", "a dict of zero-length arrays", DataraxError,
-       "MemorySource data holds no records.",
+       "MemorySource data holds no records: field 'x' has shape (0,), 0 records along axis 0; "
+       "pass at least one record.",
        lambda: MemorySource(MemorySourceConfig(), {"x": np.zeros(0, np.int32)}))
 simple("memory-not-a-collection", "MemorySource data", "data=5", DataraxError,
        "MemorySource data must be a dict of arrays or a sequence of records, got int.",
@@ -623,6 +625,12 @@ simple("pipeline-more-shards-than-records", "Pipeline arguments",
        "Pipeline shard_count=4 over MemorySource's 3 records: each process's share is "
        "3 // 4 = 0 records, so no process would serve any. Pass pad_remainder=True",
        lambda: pipe(source=MemorySource(MemorySourceConfig(), data(3)), shard_count=4))
+simple("pipeline-stream-shorter-than-a-round", "Pipeline arguments",
+       "shard_count=4 over a stream (no length) of 3 records", ConfigError,
+       "NumberStream is read by 4 processes (shard_count=4) but its pass holds 3 records: a "
+       "stream is shared in whole rounds of 4 records, one per process, so no process would "
+       "serve any. Use at most 3 processes (shard_count), or a stream of at least 4 records.",
+       lambda: list(pipe(source=NumberStream(0, 3), shard_count=4)))
 simple("pipeline-batch-size-zero", "Pipeline arguments", "batch_size=0", ConfigError,
        "Pipeline batch_size must be an int >= 1, got 0.", lambda: pipe(batch_size=0))
 simple("pipeline-batch-size-float", "Pipeline arguments", "batch_size=2.0", ConfigError,

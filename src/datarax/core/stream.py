@@ -6,7 +6,8 @@ A stream hands out records in order with ``get_batch(batch_size)`` and cannot se
 * **position** — the source's :class:`~datarax.core.position.SourcePosition` counts the
   records handed out (this shard's); nothing else keeps a copy.
 * **shards** — with ``set_shard(i, P)`` the pass is read in whole rounds of ``P``
-  records and record ``i`` of each round is kept (a partial last round is left out).
+  records and record ``i`` of each round is kept (a partial last round is left out; a
+  pass shorter than one round, which no shard would serve, is a ``ConfigError``).
 * **resume** — after ``set_state`` / ``seek(e, k)`` the next read restarts the pass and
   discards the ``k * P`` records the saved position covers.
 * **passes** — ``restart(epoch)`` is called before every pass; a stream that served
@@ -50,7 +51,7 @@ from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.config import StructuralConfig, check_count
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.lengths import LengthIfKnown
-from datarax.core.errors import SourceContractError, StateError
+from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end
 from datarax.core.spec import flatten_fields
@@ -237,6 +238,8 @@ class StreamPass(HostState):
         while (self.read_in_pass + have) % count:
             extra = self._get(source, count - (self.read_in_pass + have) % count, mid_read=True)
             if extra is None:  # the stream ended inside a round: no shard takes it
+                if self.read_in_pass == 0 and have < count:
+                    raise _shorter_than_round(source, have, count)
                 have -= (self.read_in_pass + have) % count
                 if have == 0:
                     return None
@@ -244,3 +247,12 @@ class StreamPass(HostState):
             parts.append(extra)
             have += batch_length(extra)
         return concat_batches(parts)
+
+
+def _shorter_than_round(source: StreamSource, records: int, count: int) -> ConfigError:
+    """The error for a pass of fewer records than shards: no shard would get any."""
+    return ConfigError(
+        f"{type(source).__name__} is read by {count} processes (shard_count={count}) but "
+        f"its pass holds {records} records: a stream is shared in whole rounds of {count} "
+        "records, one per process, so no process would serve any. Use at most "
+        f"{records} processes (shard_count), or a stream of at least {count} records.")

@@ -173,7 +173,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
             ``gs://...``, ``https://...``, any fsspec protocol; ``pip install
             "datarax[remote]"``): the files are fetched into a local shard cache, read
             ahead in the order each epoch uses them (see :mod:`datarax.storage`).
-        decode: ``bytes -> dict`` of arrays for one record; every record must decode
+        decode: ``bytes -> dict`` of arrays for one record (a flat dict: a nested
+            one is refused); every record must decode
             to the same fields, shapes and dtypes as the first, and a text field to the
             same ``str`` or ``bytes`` (a record that differs is a ``RecordError``).
             Default: the raw bytes as a ``uint8`` vector under ``"record"``. For

@@ -85,7 +85,10 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             "needs one entry per record."
         )
     if next(iter(lengths.values())) == 0:
-        raise DataraxError("MemorySource data holds no records.")
+        field, shape = next((_name(p), _rows_of(v).shape) for p, v in columns.items())
+        raise DataraxError(
+            f"MemorySource data holds no records: field '{field}' has shape {shape}, 0 "
+            "records along axis 0; pass at least one record.")
     return columns
 
 
