@@ -146,6 +146,10 @@ def test_the_linear_form_is_a_chain_graph():
     for a, b in zip(linear, chained):
         np.testing.assert_array_equal(np.asarray(a["image"]), np.asarray(b["image"]))
     assert DagOperator.chain([add(1.0), add(2.0)]).order == ("stage0", "stage1")
+    with pytest.raises(ConfigError, match=r"chain needs a non-empty list of stages, got \[\]"):
+        DagOperator.chain([])
+    with pytest.raises(ConfigError, match=r"got SelectFields; wrap a single stage in a list"):
+        DagOperator.chain(SelectFields("image"))
 
 
 def test_select_fields_renames_and_refuses_missing_fields():
@@ -186,6 +190,10 @@ def test_bad_nodes_are_refused():
         DagOperator({"a": own}, {"a": ["source"]}, "a")
     with pytest.raises(ConfigError, match="node 'a' is int, neither an operator"):
         DagOperator({"a": 3}, {"a": ["source"]}, "a")
+    with pytest.raises(ConfigError, match=r"node 'm' is the class Merge, not an operator: build it first"):
+        DagOperator({"m": Merge}, {"m": ["source"]}, "m")  # a class is callable, but not a node
+    with pytest.raises(ConfigError, match=r"nodes must be a non-empty dict \{name: operator\}, got a list\.$"):
+        DagOperator([SelectFields("image")], {}, "a")
     with pytest.raises(ConfigError, match=r"node names must be strings .*, got 1 \(int\)"):
         DagOperator({1: SelectFields("image")}, {1: ["source"]}, 1)
     clash = DagOperator({"a": SelectFields("image"), "b": SelectFields("image"),

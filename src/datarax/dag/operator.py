@@ -84,9 +84,12 @@ class DagOperator(OperatorModule):
         name: str | None = None,
     ) -> None:
         if not isinstance(nodes, Mapping) or not nodes:
-            raise ConfigError(f"DagOperator nodes must be a non-empty dict {{name: operator}}, got {nodes!r}.")
+            got = "{}" if isinstance(nodes, Mapping) else f"a {type(nodes).__name__}"
+            raise ConfigError(f"DagOperator nodes must be a non-empty dict {{name: operator}}, got {got}.")
         if not isinstance(edges, Mapping):
-            raise ConfigError(f"DagOperator edges must be a dict {{name: [predecessors]}}, got {edges!r}.")
+            raise ConfigError(
+                f"DagOperator edges must be a dict {{name: [predecessors]}}, got a {type(edges).__name__}."
+            )
         bad = [n for n in nodes if not isinstance(n, str)]
         if bad:
             raise ConfigError(
@@ -96,6 +99,11 @@ class DagOperator(OperatorModule):
         names = list(nodes)
         order = plan_graph(names, edges, sink)
         for node_name, node in nodes.items():
+            if isinstance(node, type):
+                raise ConfigError(
+                    f"DagOperator node '{node_name}' is the class {node.__name__}, not an "
+                    f"operator: build it first, e.g. {node.__name__}(...) with its settings."
+                )
             refuse_rng_state(node, f"DagOperator node '{node_name}'")
             if isinstance(node, RecordFilter):
                 raise ConfigError(
@@ -130,6 +138,12 @@ class DagOperator(OperatorModule):
     @classmethod
     def chain(cls, stages: Sequence[Node], *, name: str | None = None) -> DagOperator:
         """The linear pipeline ``stages[0] -> stages[1] -> ...`` as a graph."""
+        if isinstance(stages, (OperatorModule, str)) or not isinstance(stages, Sequence) or not stages:
+            raise ConfigError(
+                "DagOperator.chain needs a non-empty list of stages, got "
+                f"{'[]' if isinstance(stages, Sequence) and not stages else type(stages).__name__}; "
+                "wrap a single stage in a list: DagOperator.chain([op])."
+            )
         names = [f"stage{i}" for i in range(len(stages))]
         edges = {n: [SOURCE if i == 0 else names[i - 1]] for i, n in enumerate(names)}
         return cls(dict(zip(names, stages)), edges, names[-1], name=name)
