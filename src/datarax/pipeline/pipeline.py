@@ -460,7 +460,9 @@ class Pipeline(nnx.Module):
         optimizer state) is carried from step to step and written back. Returns
         ``train_step``'s outputs stacked along a new leading axis of ``length``. The
         position moves past the ``length`` batches, so states taken between scans
-        resume exactly. Indexed sources only; with ``sharding=``, one process only
+        resume exactly; a scan that raises (its train step, say) moves nothing, and the
+        next ``step()`` or loop goes on where it stood. ``train_step`` must take the
+        modules then the batch. Indexed sources only; with ``sharding=``, one process only
         (refused under several: iterate there). See :mod:`datarax.pipeline.fused`.
         """
         if self.filtered:
