@@ -170,3 +170,34 @@ def test_scan_with_sharding_compiles_once_and_trains_like_without():
         runs[sharding is None] = (np.concatenate(losses), np.asarray(model.w))
     np.testing.assert_allclose(runs[False][0], runs[True][0], rtol=1e-6)
     np.testing.assert_allclose(runs[False][1], runs[True][1], rtol=1e-6)
+
+
+def test_a_scan_whose_train_step_raises_leaves_the_live_pass_to_continue():
+    want = loop_batches(2)
+    pipeline = make_pipeline("indexed", N, B, shuffle=True, stochastic=True)
+    got = [host(pipeline.step()) for _ in range(2)]
+
+    def raising(batch):
+        raise RuntimeError("train step failed")
+
+    with pytest.raises(RuntimeError, match="train step failed"):
+        pipeline.scan(raising, length=2)
+    assert (pipeline.epoch, pipeline.position) == (0, 8)
+    got += [host(pipeline.step()) for _ in range(3)]  # the rest of epoch 0, then epoch 1
+    assert_same(got, want[:5])
+
+
+def test_scan_names_the_call_a_train_step_of_the_wrong_signature_cannot_take():
+    pipeline = make_pipeline("indexed", N, B)
+
+    def needs_two_modules(model, optimizer, batch):
+        return batch
+
+    with pytest.raises(ConfigError, match=r"train_step\(\*modules, batch\): here 1 module\(s\) "
+                       r"then the batch.*needs_two_modules\(model, optimizer, batch\)"):
+        pipeline.scan(needs_two_modules, length=1, modules=(nnx.Rngs(0),))
+    with pytest.raises(ConfigError, match=r"modules\[0\] is a ndarray; modules= takes the NNX"):
+        pipeline.scan(needs_two_modules, length=1, modules=(np.ones(2), np.ones(2)))
+    assert (pipeline.epoch, pipeline.position) == (0, 0)
+    assert_same(unstack(pipeline.scan(echo, length=1)), [host(next(iter(
+        make_pipeline("indexed", N, B))))])

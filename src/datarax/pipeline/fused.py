@@ -31,8 +31,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -95,6 +96,67 @@ def check_scan(context: PassContext, length: Any) -> int:
             "iterate the pipeline (each process contributes its share)."
         )
     return length
+
+
+def scan_pipeline(
+    context: PassContext, train_step: Callable[..., Any], length: Any, modules: Any
+) -> Any:
+    """``Pipeline.scan``: from the live pass where it stands, else from the next pass.
+    A scan that raises (its train step, compiling) moves nothing: the next ``step()``,
+    loop or scan continues the pass it would have continued."""
+    session, source = context.session, context.source
+    length = check_scan(context, length)  # a NumPy int as the same int
+    modules = tuple(modules) if isinstance(modules, (tuple, list)) else (modules,)
+    check_train_step(train_step, modules)
+    live = session.live_iterator()
+    continued = live is not None and not live.exhausted
+    if continued:  # continue the live pass
+        epoch, resume_at = source.epoch, source.index
+    else:
+        epoch, resume_at = session.next_pass(source)
+    if live is not None:
+        live.supersede()
+    session.live = session.stepper = None
+    try:
+        return run_scan(context, train_step, length, modules, epoch, resume_at or 0)
+    except BaseException:
+        if continued:  # not "left here": the next pass goes on with the live one's rest
+            session.left = None
+        raise
+
+
+_NOT_MODULES = (jax.Array, np.ndarray, np.generic, int, float, complex, str, bytes)
+
+
+def check_train_step(train_step: Any, modules: tuple[Any, ...]) -> None:
+    """Refuse ``modules`` that are no NNX state, and a ``train_step`` that cannot be
+    called as ``train_step(*modules, batch)``, before anything moves."""
+    if not callable(train_step):
+        raise ConfigError(
+            f"Pipeline.scan(train_step, length, modules) takes the train step first, a "
+            f"callable train_step(*modules, batch); got {type(train_step).__name__}."
+        )
+    for i, module in enumerate(modules):
+        if module is None or isinstance(module, _NOT_MODULES):
+            raise ConfigError(
+                f"Pipeline.scan modules[{i}] is a {type(module).__name__}; modules= takes "
+                "the NNX objects train_step changes (an nnx.Module, an nnx.Optimizer), whose "
+                "state is carried from step to step. Close over constants in train_step."
+            )
+    try:
+        signature = inspect.signature(train_step)
+    except (TypeError, ValueError):  # a builtin or C callable: let the call say
+        return
+    try:
+        signature.bind(*modules, {})
+    except TypeError as err:
+        name = getattr(train_step, "__name__", type(train_step).__name__)
+        raise ConfigError(
+            f"Pipeline.scan calls train_step(*modules, batch): here {len(modules)} "
+            f"module(s) then the batch, {len(modules) + 1} positional argument(s), but "
+            f"{name}{signature} cannot take them ({err}). Pass the modules it takes before "
+            "the batch as modules=(model, optimizer)."
+        ) from None
 
 
 def scan_positions(

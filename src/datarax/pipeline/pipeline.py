@@ -22,7 +22,7 @@ from datarax.pipeline.devices import check_processes_agree, check_stages_on, pla
 from datarax.host.counts import check_count
 from datarax.pipeline.epochs import EmptyPasses, Repeat, Take
 from datarax.pipeline.filtered import check_filter
-from datarax.pipeline.fused import check_scan, run_scan
+from datarax.pipeline.fused import scan_pipeline
 from datarax.pipeline.iterator import PipelineIterator, output_spec, traced_call
 from datarax.pipeline.plan import PassContext, PipelinePlan, PipelineSession, filter_position
 from datarax.core.stage_digest import remember_sources
@@ -460,27 +460,18 @@ class Pipeline(nnx.Module):
         optimizer state) is carried from step to step and written back. Returns
         ``train_step``'s outputs stacked along a new leading axis of ``length``. The
         position moves past the ``length`` batches, so states taken between scans
-        resume exactly. Indexed sources only; with ``sharding=``, one process only
+        resume exactly; a scan that raises (its train step, say) moves nothing, and the
+        next ``step()`` or loop goes on where it stood. ``train_step`` must take the
+        modules then the batch. Indexed sources only; with ``sharding=``, one process only
         (refused under several: iterate there). See :mod:`datarax.pipeline.fused`.
         """
-        context, session = self._context(), self.__session
         if self.filtered:
             raise ConfigError(
                 "Pipeline.scan runs a fixed number of batches at positions known before it "
                 "starts; a FilterOperator's batches end where the kept records run out. "
                 "Loop over the pipeline (or call step()) instead."
             )
-        length = check_scan(context, length)  # a NumPy int as the same int
-        modules = modules if isinstance(modules, (tuple, list)) else (modules,)
-        live = session.live_iterator()
-        if live is not None and not live.exhausted:  # continue the live pass
-            epoch, resume_at = self.source.epoch, self.source.index
-        else:
-            epoch, resume_at = session.next_pass(self.source)
-        if live is not None:
-            live.supersede()
-        session.live = session.stepper = None
-        return run_scan(context, train_step, length, modules, epoch, resume_at or 0)
+        return scan_pipeline(self._context(), train_step, length, modules)
 
     # ------------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
