@@ -8,6 +8,10 @@ that already catches ``ValueError`` keeps working. They are defined in
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from typing import Any
+
 from datarax.errors import (
     DataraxError,
     ConfigError,
@@ -45,3 +49,29 @@ def first_line(err: BaseException) -> str:
     """
     text = str(err).strip()
     return text.splitlines()[0].rstrip(".") if text else ""
+
+
+def refused_call(fn: Callable[..., Any], *args: Any) -> tuple[inspect.Signature, TypeError] | None:
+    """``(fn's signature, Python's TypeError)`` where ``fn`` cannot be called with
+    ``args`` as positional arguments; None where it can, or where its signature cannot be
+    read (a builtin: the call itself will say). What every check of a user's function
+    (a stage, a predicate, an operator's ``fn``, a train step) asks, each wording its own
+    message.
+
+    Example:
+        >>> def step(model, batch): ...
+        >>> signature, err = refused_call(step, {})
+        >>> f"step{signature}: {err}"
+        "step(model, batch): missing a required argument: 'batch'"
+        >>> refused_call(lambda batch: batch, {}) is None
+        True
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*args)
+    except TypeError as err:
+        return signature, err
+    return None

@@ -9,7 +9,6 @@ parent's per-record key and stay the same at any batch size, order or resume poi
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.errors import ConfigError, DataraxError, first_line
+from datarax.core.errors import ConfigError, DataraxError, first_line, refused_call
 from datarax.core.indexed import TRACER_ERRORS
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.operator import OperatorModule
@@ -68,13 +67,9 @@ class FunctionOperator(OperatorModule):
     def _check_arguments(self, fn: Callable[..., Any]) -> None:
         """Refuse, when it is built, an ``fn`` that cannot take the arguments it is called with."""
         arguments = self.fn_arguments()
-        try:
-            signature = inspect.signature(fn)
-        except (TypeError, ValueError):  # no signature to read (a builtin): called as is
-            return
-        try:
-            signature.bind(*arguments)
-        except TypeError as err:
+        refused = refused_call(fn, *arguments)
+        if refused is not None:
+            signature, err = refused
             params = ", ".join(a + "=None" if a == "key" else a for a in arguments)
             fn_name = getattr(fn, "__name__", "fn")
             example = (f"lambda {params}: {arguments[0]}" if fn_name == "<lambda>"
@@ -87,7 +82,7 @@ class FunctionOperator(OperatorModule):
                 f"{type(self).__name__} '{self.name}' calls fn({', '.join(arguments)}), but "
                 f"fn{signature} cannot take that ({err}). Give fn {len(arguments)} "
                 f"positional parameter(s), e.g. {example}{hint}."
-            ) from None
+            )
 
 
 #: what a compiled ``fn`` should use instead (shared by the messages that need it)

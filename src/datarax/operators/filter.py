@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,7 @@ from flax import nnx
 from datarax.core.batch import batch_length, record_at, take_records
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError, DataraxError, refused_call
 from datarax.core.operator import RecordFilter
 from datarax.core.dtypes import is_host_leaf
 from datarax.operators._records import TRACER_ERRORS
@@ -41,18 +40,14 @@ class FilterOperatorConfig(StructuralConfig):
 
 def _check_one_argument(predicate: Callable[..., Any], name: str) -> None:
     """Refuse, when it is built, a predicate that cannot be called with one element."""
-    try:
-        signature = inspect.signature(predicate)
-    except (TypeError, ValueError):  # no signature to read (a builtin): called as is
-        return
-    try:
-        signature.bind(None)
-    except TypeError as err:
+    refused = refused_call(predicate, None)
+    if refused is not None:
+        signature, err = refused
         raise ConfigError(
             f"FilterOperator '{name}' calls predicate(element), but predicate{signature} "
             f"cannot take that ({err}). Give it one positional parameter, e.g. "
             "predicate=lambda element: element.data['label'] < 3 (a filter draws no key)."
-        ) from None
+        )
 
 
 class FilterOperator(RecordFilter):

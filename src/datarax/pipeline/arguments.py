@@ -3,7 +3,6 @@ checked, each refusal naming the argument and what to pass instead."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from datarax.core.data_source import DataSourceModule, skipping_setting
 from datarax.core.lengths import length_or_none
-from datarax.core.errors import ConfigError, SourceContractError
+from datarax.core.errors import ConfigError, SourceContractError, refused_call
 from datarax.core.operator import OperatorModule, refuse_rng_state
 from datarax.core.reading import Reading, reading_of
 from datarax.host.counts import check_count, python_ints
@@ -164,13 +163,9 @@ def _check_stages(stages: Any) -> None:
 def _check_batch_function(stage: Callable[..., Any], i: int) -> None:
     """Refuse a plain-callable stage that cannot be called as ``fn(batch)`` (a function
     of ``(element, key)``, say, given without its ``ElementOperator``)."""
-    try:
-        signature = inspect.signature(stage)
-    except (TypeError, ValueError):  # no signature to read (a builtin): called as is
-        return
-    try:
-        signature.bind({})
-    except TypeError as err:
+    refused = refused_call(stage, {})
+    if refused is not None:
+        err = refused[1]
         name = getattr(stage, "__name__", type(stage).__name__)
         raise ConfigError(
             f"Pipeline stage {i} ({name}) is a plain callable, which the pipeline calls "
@@ -178,7 +173,7 @@ def _check_batch_function(stage: Callable[..., Any], i: int) -> None:
             f"({err}). A function of one record and its key, fn(element, key), goes in "
             "an operator: ElementOperator(ElementOperatorConfig(stochastic=True), fn=fn) "
             "(stochastic=False when it ignores the key)."
-        ) from None
+        )
 
 
 def _check_source(source: DataSourceModule, reading: Reading) -> None:

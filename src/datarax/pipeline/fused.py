@@ -31,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +40,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import check_count
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, refused_call
 from datarax.core.spec import refuse_declared_64bit
 from datarax.core.step_cache import cached
 from datarax.pipeline.dispatch import check_positions, position_dtype
@@ -143,20 +142,16 @@ def check_train_step(train_step: Any, modules: tuple[Any, ...]) -> None:
                 "the NNX objects train_step changes (an nnx.Module, an nnx.Optimizer), whose "
                 "state is carried from step to step. Close over constants in train_step."
             )
-    try:
-        signature = inspect.signature(train_step)
-    except (TypeError, ValueError):  # a builtin or C callable: let the call say
-        return
-    try:
-        signature.bind(*modules, {})
-    except TypeError as err:
+    refused = refused_call(train_step, *modules, {})
+    if refused is not None:
+        signature, err = refused
         name = getattr(train_step, "__name__", type(train_step).__name__)
         raise ConfigError(
             f"Pipeline.scan calls train_step(*modules, batch): here {len(modules)} "
             f"module(s) then the batch, {len(modules) + 1} positional argument(s), but "
             f"{name}{signature} cannot take them ({err}). Pass the modules it takes before "
             "the batch as modules=(model, optimizer)."
-        ) from None
+        )
 
 
 def scan_positions(
