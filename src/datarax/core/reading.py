@@ -40,7 +40,7 @@ from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import SourceContractError
-from datarax.core.spec import array_fields, checked_spec, plain_batch, validate_batch
+from datarax.core.spec import array_fields, checked_batch, checked_spec
 from datarax.typing import Batch
 
 __all__ = [
@@ -216,9 +216,7 @@ def check_child_batch(source: Any, batch: Any, width: int, where: str) -> None:
     ``where`` and the field), so a source built from others names the child that
     broke its spec, not the records it joined (a ``KeyError``, a widened dtype)."""
     spec = checked_spec(source)
-    fields = array_fields(spec)
-    if fields is None or plain_batch(batch, fields, width) is None:
-        validate_batch(batch, spec, where=where)
+    checked_batch(batch, spec, array_fields(spec), width, where=where, bounded=False)
 
 
 def skips_in_position(source: Any) -> bool:

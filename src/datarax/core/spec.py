@@ -436,3 +436,20 @@ def plain_batch(batch: Any, fields: ArrayFields, batch_size: int) -> Any:
             rows = value.shape[0]
         out[name] = value
     return out if rows <= batch_size else None
+
+
+def checked_batch(batch: Any, spec: Any, fields: ArrayFields | None, batch_size: int, *,
+                  where: str, bounded: bool = True) -> Any:
+    """``batch`` checked against ``spec``: :func:`plain_batch` where it applies (``fields``:
+    the spec's :func:`array_fields`), else None once the full :func:`validate_batch` passed
+    it (which, where ``bounded``, also refuses more than ``batch_size`` records).
+
+    >>> spec = {"x": jax.ShapeDtypeStruct((2,), np.float32)}
+    >>> checked_batch({"x": np.zeros((3, 2), np.float32)}, spec, array_fields(spec), 4,
+    ...               where="batch")["x"].shape
+    (3, 2)
+    """
+    plain = None if fields is None else plain_batch(batch, fields, batch_size)
+    if plain is None:
+        validate_batch(batch, spec, batch_size=batch_size if bounded else None, where=where)
+    return plain

@@ -33,13 +33,12 @@ from datarax.core.spec import (
     ArrayFields,
     TextSpec,
     array_fields,
+    checked_batch,
     checked_spec,
-    plain_batch,
     first_nonfinite,
     flatten_fields,
     has_text,
     record_bytes,
-    validate_batch,
 )
 from datarax.core.stages import apply_stages
 from datarax.pipeline.devices import place_batch, stage_context, stage_device
@@ -168,16 +167,9 @@ class HostPass:
             self._spec, self._fields = spec, array_fields(spec)
         with self.stats.timer("validate"):
             # a flat batch of exactly the spec's arrays passes as the full check passes it
-            plain = None if self._fields is None else plain_batch(
-                batch, self._fields, self.batch_size)
-            if plain is None:
-                validate_batch(
-                    batch,
-                    spec,
-                    batch_size=self.batch_size,
-                    where=f"{type(source).__name__} batch at record {position} of epoch "
-                    f"{self.epoch}",
-                )
+            plain = checked_batch(
+                batch, spec, self._fields, self.batch_size,
+                where=f"{type(source).__name__} batch at record {position} of epoch {self.epoch}")
         batch = text_as_lists(batch, spec) if plain is None else plain
         stages = list(self.context.stages)
         if stages:
