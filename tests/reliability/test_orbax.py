@@ -140,3 +140,73 @@ def test_orbax_manager_example_resumes_to_the_same_model(capsys):
     out = capsys.readouterr().out
     assert "resumed at step 12: 32 records into epoch 1" in out
     assert "resumed run matches the uninterrupted run: True" in out
+
+
+def _ids(batches):
+    return [b["x"].tolist() for _, b in batches]
+
+
+def test_saved_every_two_steps_an_older_step_resumes_across_the_epoch_end(tmp_path):
+    """Async saves every 2 steps of a 4-batch epoch; a fresh pipeline restored from an
+    older step than the latest (step 2, mid-epoch) serves the rest of epoch 0, then
+    epoch 1, exactly as the uninterrupted run (values and order)."""
+    expected = collect(make(), 2)
+    options = ocp.CheckpointManagerOptions(max_to_keep=None, save_interval_steps=2,
+                                           enable_async_checkpointing=True)
+    pipeline, step = make(), 0
+    with datarax.checkpoint.checkpoint_manager(tmp_path / "c", options=options) as manager:
+        for _ in range(2):
+            for _batch in pipeline:
+                step += 1
+                datarax.checkpoint.save(manager, step, pipeline)
+        manager.wait_until_finished()
+        # every 2nd step (Orbax also writes the first step saved)
+        assert [s for s in manager.all_steps() if s > 1] == [2, 4, 6, 8]
+    with datarax.checkpoint.checkpoint_manager(tmp_path / "c", options=options) as manager:
+        fresh = make()
+        datarax.checkpoint.restore(manager, 2, fresh)
+    rest = collect(fresh, 2)  # the rest of epoch 0, then epoch 1
+    assert _ids(rest) == _ids(expected[2:])
+    for (_, got), (_, want) in zip(rest, expected[2:]):
+        np.testing.assert_array_equal(got["x"], want["x"])
+
+
+def test_save_refuses_an_item_that_is_not_checkpoint_args_and_writes_no_step(tmp_path):
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(4))
+    with datarax.checkpoint.checkpoint_manager(tmp_path / "c") as manager:
+        with pytest.raises(ConfigError, match=r"save: item 'model' is State, not Orbax "
+                           r"CheckpointArgs; wrap it, e.g. model=ocp.args.StandardSave\(...\)"):
+            datarax.checkpoint.save(manager, 1, make(), model=nnx.state(model))
+        manager.wait_until_finished()
+        assert manager.all_steps() == []
+    assert list((tmp_path / "c").iterdir()) == []  # no unfinished step left behind
+
+
+def test_swapped_arguments_are_refused_naming_the_call(tmp_path):
+    with datarax.checkpoint.checkpoint_manager(tmp_path / "c") as manager:
+        with pytest.raises(ConfigError, match=r"save: the data argument is int, which has no "
+                           r"get_state\(\)/set_state\(\).*datarax.checkpoint.save\(manager, "
+                           r"step, pipeline, \*\*items\)"):
+            datarax.checkpoint.save(manager, make(), 3)
+        with pytest.raises(ConfigError, match=r"restore: step is str '3', not an int step "
+                           r"number \(None: the latest\)"):
+            datarax.checkpoint.restore(manager, "3", make())
+        assert datarax.checkpoint.save(manager, np.int64(3), make())  # NumPy ints are steps
+
+
+def test_restoring_a_step_saved_without_the_data_item_says_so(tmp_path):
+    model = nnx.Linear(3, 2, rngs=nnx.Rngs(4))
+    saves = {"named": ocp.args.Composite(model=ocp.args.StandardSave(nnx.state(model))),
+             "unnamed": ocp.args.StandardSave(nnx.state(model))}  # Orbax's alone
+    orbax_says = {"named": r"Available items: \['model'\]", "unnamed": "single, unnamed"}
+    for kind, args in saves.items():
+        with datarax.checkpoint.checkpoint_manager(tmp_path / kind) as manager:
+            manager.save(1, args=args)
+            manager.wait_until_finished()
+            with pytest.raises(StateError, match=rf"step 1 in .*{kind} holds no 'data' item "
+                               rf"\(Orbax: .*{orbax_says[kind]}.*\): it was not saved with "
+                               r"datarax.checkpoint.save, so it has no pipeline position"
+                               ) as error:
+                datarax.checkpoint.restore(manager, 1, make(),
+                                           model=ocp.args.StandardRestore(nnx.state(model)))
+            assert error.value.field == "data"

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any, Protocol
 
@@ -85,6 +86,38 @@ def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> 
             f"datarax.checkpoint.checkpoint_manager('{folder}', ...), which resolves the "
             f"folder, or ocp.CheckpointManager(os.path.abspath('{folder}'), ...)."
         )
+
+
+def _check_arguments(
+    call: str, step: Any, data: Any, items: dict[str, Any], args_kind: str
+) -> int | None:
+    """Refuse, before Orbax starts a step, arguments it would fail on in a background
+    thread or with a message that names no item: returns ``step`` as an int (or None).
+    ``call`` is the function's name, ``args_kind`` the Orbax args an item takes."""
+    form = f"datarax.checkpoint.{call}(manager, step, pipeline, **items)"
+    if not (callable(getattr(data, "get_state", None)) and callable(getattr(data, "set_state", None))):
+        raise ConfigError(
+            f"{call}: the data argument is {type(data).__name__}, which has no "
+            f"get_state()/set_state(); pass the Pipeline, iterator or source whose position "
+            f"to {call}, as {form}."
+        )
+    for name, item in items.items():
+        if not isinstance(item, ocp.args.CheckpointArgs):
+            raise ConfigError(
+                f"{call}: item '{name}' is {type(item).__name__}, not Orbax CheckpointArgs; "
+                f"wrap it, e.g. {name}=ocp.args.{args_kind}(...) (Orbax would leave an "
+                "unfinished step behind)."
+            )
+    if step is None and call == "restore":
+        return None
+    try:
+        return operator.index(step)
+    except TypeError:
+        latest = " (None: the latest)" if call == "restore" else ""
+        raise ConfigError(
+            f"{call}: step is {type(step).__name__} {step!r:.60}, not an int step "
+            f"number{latest}; the call is {form}."
+        ) from None
 
 
 def data_save_args(data: Stateful) -> ocp.args.JsonSave:
@@ -146,6 +179,7 @@ def save(
     """
     if DATA_ITEM in items:
         raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
+    step = _check_arguments("save", step, data, items, "StandardSave")
     _check_folder(checkpoints, items)
     if jax.process_count() > 1 and not force and not checkpoints.should_save(step):
         return False  # no step written: nothing to gather from the processes
@@ -166,14 +200,39 @@ def restore(
     state is restored into ``data`` (``set_state``); the returned Orbax ``Composite``
     holds every item by name (``restored.model``, ``restored.data``).
     """
+    if DATA_ITEM in items:
+        raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
+    step = _check_arguments("restore", step, data, items, "StandardRestore")
     _check_folder(checkpoints, items)
     if step is None:
         step = checkpoints.latest_step()
         if step is None:
             raise FileNotFoundError(f"no checkpoint in {checkpoints.directory}")
-    if DATA_ITEM in items:
-        raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
     args = ocp.args.Composite(**{DATA_ITEM: data_restore_args()}, **items)
-    restored = checkpoints.restore(step, args=args)
+    try:
+        restored = checkpoints.restore(step, args=args)
+    except (KeyError, ValueError) as error:
+        _explain_missing_data(checkpoints, step, error)
+        raise
     restore_data(data, restored[DATA_ITEM])
     return restored
+
+
+def _explain_missing_data(checkpoints: ocp.CheckpointManager, step: int, error: Exception) -> None:
+    """Raise a StateError, quoting Orbax's ``error``, when the restore failed because the
+    step holds no data item (saved by Orbax alone); else return, leaving ``error`` as is."""
+    try:
+        saved = checkpoints.item_metadata(step)
+    except Exception:  # noqa: BLE001 - unreadable metadata: Orbax's own error says more
+        return
+    if saved is not None and hasattr(saved, "keys") and DATA_ITEM in saved.keys():
+        return
+    said = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    raise StateError(
+        f"step {step} in {checkpoints.directory} holds no '{DATA_ITEM}' item (Orbax: "
+        f"{said}): it was not saved with datarax.checkpoint.save, so it has no pipeline "
+        "position. Restore its items with Orbax alone (checkpoints.restore(step, args=...)) "
+        "and start the data with a fresh pipeline; later steps saved with "
+        "datarax.checkpoint.save restore with it.",
+        field=DATA_ITEM,
+    ) from error
