@@ -171,6 +171,18 @@ def test_saved_every_two_steps_an_older_step_resumes_across_the_epoch_end(tmp_pa
         np.testing.assert_array_equal(got["x"], want["x"])
 
 
+def test_restoring_a_step_not_kept_names_the_steps_kept(tmp_path):
+    options = ocp.CheckpointManagerOptions(max_to_keep=2)
+    pipeline = make()
+    with datarax.checkpoint.checkpoint_manager(tmp_path / "c", options=options) as manager:
+        for step, _batch in enumerate(pipeline, start=1):
+            datarax.checkpoint.save(manager, step, pipeline)
+        manager.wait_until_finished()
+        with pytest.raises(FileNotFoundError, match=r"no step 1 in .*; its steps are \[3, 4\] "
+                           r"\(CheckpointManagerOptions\(max_to_keep=...\) deletes"):
+            datarax.checkpoint.restore(manager, 1, make())
+
+
 def test_save_refuses_an_item_that_is_not_checkpoint_args_and_writes_no_step(tmp_path):
     model = nnx.Linear(3, 2, rngs=nnx.Rngs(4))
     with datarax.checkpoint.checkpoint_manager(tmp_path / "c") as manager:

@@ -211,6 +211,15 @@ def restore(
     args = ocp.args.Composite(**{DATA_ITEM: data_restore_args()}, **items)
     try:
         restored = checkpoints.restore(step, args=args)
+    except FileNotFoundError as error:
+        steps = checkpoints.all_steps()
+        if step in steps:
+            raise
+        raise FileNotFoundError(
+            f"no step {step} in {checkpoints.directory}; its steps are {list(steps)} "
+            "(CheckpointManagerOptions(max_to_keep=...) deletes the older ones): restore "
+            "one of these, or None for the latest."
+        ) from error
     except (KeyError, ValueError) as error:
         _explain_missing_data(checkpoints, step, error)
         raise
