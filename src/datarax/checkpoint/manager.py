@@ -198,7 +198,9 @@ def restore(
 
     ``items`` are e.g. ``model=ocp.args.StandardRestore(abstract_state)``. The data
     state is restored into ``data`` (``set_state``); the returned Orbax ``Composite``
-    holds every item by name (``restored.model``, ``restored.data``).
+    holds every item by name (``restored.model``, ``restored.data``). A step not kept
+    raises ``FileNotFoundError`` naming the steps kept; a step saved by Orbax alone (no
+    data item), a ``StateError`` saying so.
     """
     if DATA_ITEM in items:
         raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
