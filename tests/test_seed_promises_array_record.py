@@ -17,7 +17,7 @@ from flax import nnx
 from fresh_process import ROOT
 from int_record_files import write_records
 
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, RecordError
 from datarax.pipeline import Pipeline
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
@@ -232,3 +232,14 @@ def test_an_unknown_setting_names_the_setting_it_is_a_near_miss_of(shards):
     assert str(err.value).endswith("'cast_float64']. Did you mean num_threads=, a keyword "
                                    "argument of ArrayRecordSourceModule (not a setting of its "
                                    "config)?")
+
+
+def test_a_path_with_whitespace_around_it_says_the_file_without_it_exists(tmp_path):
+    # a single file copied with its line end or a space: the message names the fix
+    path = write(tmp_path / "data.riegeli", range(3))
+    with pytest.raises(RecordError) as err:
+        ArrayRecordSourceModule(ArrayRecordSourceConfig(), path + " \n", decode=decode)
+    assert str(err.value) == (
+        f"ArrayRecordSourceModule: the file '{path} \n' does not exist. Check the path (a glob "
+        f"pattern such as 'data-*.riegeli' is expanded). '{path}', without the whitespace "
+        "around it, exists: drop the whitespace.")
