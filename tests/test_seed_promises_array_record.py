@@ -243,3 +243,20 @@ def test_a_path_with_whitespace_around_it_says_the_file_without_it_exists(tmp_pa
         f"ArrayRecordSourceModule: the file '{path} \n' does not exist. Check the path (a glob "
         f"pattern such as 'data-*.riegeli' is expanded). '{path}', without the whitespace "
         "around it, exists: drop the whitespace.")
+
+
+@pytest.mark.parametrize("fields", [{0: None}, {0: None, "x": None}])
+def test_a_decode_naming_a_field_by_a_non_str_is_refused_naming_it(tmp_path, fields):
+    # "decode turns each bytes record into arrays for batches": a dict keyed by str, as
+    # MemorySource data is (an int key was served as is; int and str together crashed)
+    path = write(tmp_path / "data.riegeli", range(3))
+
+    def keyed(record):
+        return {key: np.frombuffer(record, np.float32) for key in fields}
+
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), path, decode=keyed)
+    with pytest.raises(RecordError, match=r"cannot read record 0 of file '.*data\.riegeli': "
+                       r"decode returned a field named by int 0; name every field with a str "
+                       r"\(e\.g\. '0'\): batches are dicts keyed by str\."):
+        source.element_spec()
+    source.close()
