@@ -308,7 +308,7 @@ simple("memory-data-missing", "MemorySource data", "MemorySource(config) without
 simple("memory-keyword-unknown", "MemorySource data", "MemorySource(data=..., shufle=True)",
        ConfigError,
        "MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', "
-       "'track_metadata', 'num_epochs', 'cast_float64'].",
+       "'track_metadata', 'num_epochs', 'cast_float64']. Did you mean shuffle=?",
        lambda: MemorySource(data=data(), shufle=True))
 simple("memory-keyword-disagrees", "MemorySource data", "a keyword the config beside it contradicts",
        ConfigError,

@@ -71,7 +71,7 @@ class DataraxModule(nnx.Module):
         if unknown:
             raise ConfigError(
                 f"{owner} got unknown setting(s) {unknown}; its settings are {names}."
-                + _meant_argument(cls, unknown)
+                + _near_misses(cls, unknown, names)
                 + "".join(f" {config_cls.refused_options[name]}" for name in unknown[:1]
                           if name in config_cls.refused_options)
             )
@@ -96,20 +96,26 @@ class DataraxModule(nnx.Module):
         return config
 
 
-def _meant_argument(cls: type, unknown: list[str]) -> str:
-    """" Did you mean num_threads=? ..." for unknown settings that are near misses of the
-    module's own keyword arguments (not settings, so not in the list the message gives)."""
+def _near_misses(cls: type, unknown: list[str], settings: list[str]) -> str:
+    """" Did you mean shuffle_files=?" for unknown settings that are near misses of the
+    config's settings, and " Did you mean num_threads=, a keyword argument of ..." for
+    near misses of the module's own keyword arguments (not settings, so not in the list
+    the message gives); each unknown name is matched to the closest of either."""
     try:
         params = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
-        return ""
+        params = {}
     own = [n for n, p in params.items() if n not in ("self", "config")
            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    meant = [f"{m}=" for name in unknown for m in difflib.get_close_matches(name, own, n=1)]
-    if not meant:
-        return ""
-    return (f" Did you mean {' / '.join(meant)}, a keyword argument of {cls.__name__} "
-            "(not a setting of its config)?")
+    close = [m for name in unknown for m in difflib.get_close_matches(name, [*settings, *own], n=1)]
+    meant = [f"{m}=" for m in close if m in settings]
+    arguments = [f"{m}=" for m in close if m not in settings]
+    out = f" Did you mean {' / '.join(meant)}?" if meant else ""
+    if arguments:
+        out += (f" Did you mean {' / '.join(arguments)}, a keyword argument of {cls.__name__} "
+                "(not a setting of its config)?")
+    return out
+
 
 def _config_hint(cls: type) -> str:
     """How to build the config of ``cls``: with its config class (its ``config_class``,

@@ -329,6 +329,10 @@ class DecodedRecords:
         if not record:
             raise RecordStructureError("decode returned an empty dict; return at least one field")
         for key, value in record.items():
+            if not isinstance(key, str):  # 1 and '1' would both name the batch's field '1'
+                raise RecordStructureError(
+                    f"decode returned a field named by {type(key).__name__} {key!r}; name "
+                    f"every field with a str (e.g. {str(key)!r}): batches are dicts keyed by str")
             if isinstance(value, Mapping):
                 raise _nested(key, value, first=reference is None)
         record = {

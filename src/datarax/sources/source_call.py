@@ -74,7 +74,7 @@ def source_config(source: Any, config: Any, settings: dict[str, Any]) -> Any:
         >>> source_config(MemorySource, MISSING, {"shufle": True})
         Traceback (most recent call last):
         ...
-        datarax.core.errors.ConfigError: MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', 'track_metadata', 'num_epochs', 'cast_float64'].
+        datarax.core.errors.ConfigError: MemorySource got unknown setting(s) ['shufle']; its settings are ['shuffle', 'seed', 'track_metadata', 'num_epochs', 'cast_float64']. Did you mean shuffle=?
     """
     if not settings:
         if config is MISSING and dataclasses.is_dataclass(source.config_class):

@@ -75,8 +75,18 @@ def local_files(paths: Sequence[str], where: str, *,
                         + (folder_hint(path) if folder_hint else ""))
             else:
                 what = (f"the file '{path}' does not exist. Check the path (a glob pattern such "
-                        f"as 'data-*{os.path.splitext(path)[1]}' is expanded).")
+                        f"as 'data-*{os.path.splitext(path)[1].strip()}' is expanded)."
+                        + _spaced_hint(path))
             raise RecordError(f"{where}: {what}", path=path)
         named.append((path, files))
     check_named_once(named, where, mix=mix)
     return [file for _, files in named for file in files]
+
+
+def _spaced_hint(path: str) -> str:
+    """" ... '<path>' without them exists" when ``path`` has whitespace around it and the
+    path without it exists (a name copied with its spaces or line end); else ``""``."""
+    stripped = path.strip()
+    if stripped == path or not stripped or not os.path.exists(stripped):
+        return ""
+    return f" '{stripped}', without the whitespace around it, exists: drop the whitespace."
