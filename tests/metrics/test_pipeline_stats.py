@@ -134,3 +134,18 @@ def test_a_composite_reports_the_counters_of_its_children_that_keep_some():
     local_only = Pipeline(source=ConcatSource([MemorySource(
         MemorySourceConfig(), {"x": np.arange(5, dtype=np.float32)})]), batch_size=5)
     assert "source" not in local_only.stats()
+
+
+def test_a_timer_adds_its_blocks_seconds_to_its_name_also_when_the_block_raises(monkeypatch):
+    from types import SimpleNamespace
+
+    from datarax.pipeline import stats as stats_module
+
+    ticks = iter([10.0, 12.5, 20.0, 20.25])  # perf_counter at each block's entry and exit
+    monkeypatch.setattr(stats_module, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    stats = stats_module.PipelineStats()
+    with stats.timer("read"):
+        pass
+    with pytest.raises(ValueError, match="bad record"), stats.timer("read"):
+        raise ValueError("bad record")
+    assert stats.seconds == {**dict.fromkeys(TIMERS, 0.0), "read": 2.75}

@@ -32,6 +32,24 @@ from typing import Any
 TIMERS = ("read", "validate", "transfer", "stages", "step", "compile", "wait")
 
 
+class _Timer:
+    """The ``with`` block of :meth:`PipelineStats.timer`: a plain context manager, as it
+    runs a few times per batch (a generator-based one costs ~2.8 us a use, this ~0.5)."""
+
+    __slots__ = ("_stats", "_name", "_start")
+
+    def __init__(self, stats: PipelineStats, name: str) -> None:
+        self._stats = stats
+        self._name = name
+        self._start = 0.0
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stats.seconds[self._name] += time.perf_counter() - self._start
+
+
 class PipelineStats:
     """Accumulated per-stage seconds plus batch and record counts.
 
@@ -56,14 +74,9 @@ class PipelineStats:
         self.kept = 0
         self.dropped = 0
 
-    @contextmanager
-    def timer(self, name: str) -> Iterator[None]:
-        """Add the time spent in the ``with`` block to timer ``name``."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] += time.perf_counter() - start
+    def timer(self, name: str) -> _Timer:
+        """Add the time spent in the ``with`` block to timer ``name`` (also when it raises)."""
+        return _Timer(self, name)
 
     def count(self, batch_records: int) -> None:
         """Record one batch of ``batch_records`` records handed out."""
