@@ -8,6 +8,11 @@ block that starts worker processes shows the guard a script needs. A block that 
 does not have, a fragment of the reader's own program) is skipped by the line
 ``<!-- skip-test: reason -->`` (or ``<!-- skip-test -->``) directly above its opening
 fence. docs/contributing.md states the rule for writers.
+
+Printed output: what a block says a ``print`` prints (its trailing comment, or the
+comment lines right below it) is what it prints — a line of the block's output, or
+that line followed by ``": "`` and words about it. A comment with ``..`` in it elides
+and is not compared.
 """
 
 from __future__ import annotations
@@ -59,6 +64,36 @@ def python_blocks(text: str) -> list[tuple[int, str, bool]]:
     return blocks
 
 
+def stated_outputs(code: str) -> list[str]:
+    """What a block's comments say its ``print`` calls print (see the module docstring).
+
+    Example:
+        >>> stated_outputs("print(n)  # 3: three\\nprint(s)\\n# [1, 2]\\n# [..., 9]\\nx = 1  # 4\\n")
+        ['3: three', '[1, 2]']
+    """
+    stated = []
+    lines = code.splitlines()
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith("print("):
+            continue
+        comment = re.search(r"\)\s+#\s?(.*)$", line)
+        said = [comment.group(1)] if comment else []
+        for below in lines[i + 1 :]:
+            if not below.lstrip().startswith("#"):
+                break
+            said.append(below.lstrip()[1:].strip())
+        stated += [text.strip() for text in said if ".." not in text]
+    return stated
+
+
+def is_printed(stated: str, printed: list[str]) -> bool:
+    """``stated`` is a printed line, alone or followed by ``": "`` and words about it."""
+    return any(line and (stated == line or stated.startswith(line + ": ")) for line in printed)
+
+
+# devices.md's outputs are those of eight devices: tests/devices/eight/check_docs.py checks them.
+OUTPUTS_CHECKED_ELSEWHERE = {"devices.md"}
+
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts)
 
 
@@ -72,6 +107,16 @@ def test_python_blocks_parser_reads_fences_and_skip_markers():
         (6, "raise SystemExit\n", True),
         (12, "y = 2\n", False),
     ]
+
+
+def test_stated_outputs_are_compared_with_the_printed_lines():
+    code = ("print(a)  # 10 7\nprint(b)\n# epoch 0\n# [1, 2]\nx = 2  # not a print\n"
+            "print(c)  # [[0, ...], [9]]\n")
+    assert stated_outputs(code) == ["10 7", "epoch 0", "[1, 2]"]
+    assert is_printed("10 7", ["10 7"]) and is_printed("[0, 2]: the cursor", ["x", "[0, 2]"])
+    assert not is_printed("10 7", ["10 8"])
+    assert not is_printed("10 7", ["10"])  # a longer statement is not a printed prefix
+    assert not is_printed("anything", [""])
 
 
 def test_every_page_with_code_is_collected():
@@ -99,12 +144,19 @@ def test_python_blocks_of_page_run(page, tmp_path, monkeypatch):
     namespace: dict = {"__name__": "__main__"}  # a block under the script guard runs
     for line, code in runnable:
         where = f"{page.relative_to(ROOT)}:{line}"
-        with contextlib.redirect_stdout(io.StringIO()):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
             try:
                 # dont_inherit: the page runs as a reader runs it, not under this file's __future__ flags
                 exec(compile(code, where, "exec", dont_inherit=True), namespace)  # noqa: S102
             except Exception as err:
                 pytest.fail(f"the python block at {where} raised {type(err).__name__}: {err}")
+        if page.name in OUTPUTS_CHECKED_ELSEWHERE:
+            continue
+        printed = [line.strip() for line in out.getvalue().splitlines()]
+        for stated in stated_outputs(code):
+            assert is_printed(stated, printed), (
+                f"the python block at {where} says it prints {stated!r}; it printed {printed}")
 
 
 def test_site_builds_strictly(tmp_path):

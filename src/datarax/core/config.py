@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
+from datarax.core.signature import InitSignature
 from datarax.host.counts import check_count, python_ints  # noqa: F401  (check_count: named here)
 
 
@@ -82,6 +83,8 @@ class StructuralConfig(metaclass=_ConfigType):
     """
 
     refused_options: ClassVar[dict[str, str]] = {}
+    #: ``inspect.signature`` / ``help()`` show the fields, not ``_ConfigType.__call__``'s
+    __signature__ = InitSignature()
 
     def __post_init__(self) -> None:
         """Validate fields. Subclasses call ``super().__post_init__()`` first; a

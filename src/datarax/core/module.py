@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from flax import nnx
 
 from datarax.core.config import StructuralConfig
+from datarax.core.signature import InitSignature
 from datarax.core.errors import ConfigError
 from datarax.core.keys import check_rngs
 
@@ -30,6 +31,9 @@ class DataraxModule(nnx.Module):
     config: StructuralConfig
     #: the config's class: its fields are the settings the module takes as keywords
     config_class: ClassVar[type[StructuralConfig] | None] = None
+    #: ``inspect.signature`` / ``help()`` show ``__init__``'s parameters, not the
+    #: ``(*args, **kwargs)`` of nnx's metaclass
+    __signature__ = InitSignature()
 
     def __init__(
         self,

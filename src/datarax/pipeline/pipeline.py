@@ -15,6 +15,7 @@ from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import ConfigError
 from datarax.core.keys import default_key, reserve_draw, seed_key
 from datarax.core.operator import OperatorModule, warn_unseeded
+from datarax.core.signature import InitSignature
 from datarax.core.source_copy import deepcopy_module
 from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
@@ -110,6 +111,7 @@ class Pipeline(nnx.Module):
         >>> p.epoch, p.position  # the pass ended: the position is epoch 1's start
         (1, 0)
     """
+    __signature__ = InitSignature()  # inspect.signature / help(): __init__'s parameters
 
     def __init__(
         self,
