@@ -130,7 +130,7 @@ class NpyRows(Rows):
         return out
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
-        # plain ndarray views of the memory maps: a row of a np.memmap costs ~3 us more
+        # plain ndarray views of the memory maps: a row of a np.memmap costs more
         arrays = {k: np.asarray(v) for k, v in self._load().items()}
         text = {k for k, v in arrays.items() if v.ndim == 1 and is_text_dtype(v.dtype)}
         stop = self.length if stop is None else min(stop, self.length)
@@ -214,8 +214,7 @@ def _files_of(src: str, suffixes: Sequence[str],
 
 def _folder_files(src: str) -> dict[str, list[str]]:
     """The file names in each folder under ``src``, leaving out datarax datasets and
-    hidden files and folders (``.vscode/settings.json``, macOS's ``._train.parquet`` and
-    ``__MACOSX``: no input)."""
+    hidden files and folders (``._train.parquet``, ``__MACOSX``)."""
     found = {}
     for dirpath, dirnames, files in os.walk(src):
         if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
@@ -227,9 +226,8 @@ def _folder_files(src: str) -> dict[str, list[str]]:
 
 
 def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: list[str]) -> None:
-    """Refuse a folder ``src`` that holds images (in class folders, or beside a Hugging
-    Face imagefolder's ``metadata.csv``) and also ``other`` files convert reads (a table, a
-    ``.npy``): one stray ``info.json`` read it as a table, its images left out in silence."""
+    """Refuse a folder ``src`` holding both images and ``other`` files convert reads (a
+    stray ``info.json`` would make it a table, its images left out in silence)."""
     if not other:
         return
     images = _files_of(src, IMAGE_SUFFIXES, listing)
@@ -442,9 +440,7 @@ def convert(
 
 
 def _worker_modules(src: str) -> tuple[str, ...]:
-    """The modules a worker process's write of ``src`` imports: the writer and
-    array_record, and ``pyarrow`` (``pyarrow.parquet``) for table files, told by the
-    suffix of ``src`` or of the files in the folder ``src``."""
+    """The modules a worker process's write of ``src`` imports (``pyarrow`` for tables)."""
     modules: tuple[str, ...] = ("datarax.dataset.writer", "array_record.python.array_record_module")
     try:
         names = os.listdir(src) if os.path.isdir(src) else [src]
@@ -459,10 +455,8 @@ def _worker_modules(src: str) -> tuple[str, ...]:
 
 def _resized_and_noted(rows: Rows, src: str | None,
                        resize: int | tuple[int, int] | None) -> tuple[Rows, dict[str, Any]]:
-    """``rows`` with every image resized as it is written (``resize``), and what the
-    metadata's ``extra`` says of them: their source (the path ``src``, else their
-    description), the resize, the split taken and those left out, an image folder's
-    classes without images and files that are none."""
+    """``rows`` with every image resized as it is written (``resize``), and the metadata's
+    ``extra`` about them (source, resize, split, classes without images, files left out)."""
     choice = getattr(rows, "split_choice", None)  # SRC's other splits, left out
     empty = getattr(rows, "empty_classes", None)  # an image folder's classes without images
     left_out = getattr(rows, "left_out", None)  # an image folder's files that are no images

@@ -107,8 +107,7 @@ def _whole_numbers_beyond_int64(table: Any, path: str, kind: str) -> Any:
 
 def _largest_magnitude(column: Any) -> float | None:
     """The largest magnitude in a float column, nulls and NaNs left out (None: no value),
-    read from Arrow's buffers by NumPy (``pyarrow.compute`` or ``to_numpy`` import pandas
-    or compute's kernels: 0.3-0.6 s of CPU a process)."""
+    by NumPy on Arrow's buffers (``pyarrow.compute`` would import its kernels or pandas)."""
     import numpy as np
 
     values = np.abs(arrow_numbers(column))
@@ -147,8 +146,8 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
 
 
 def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
-    """The column ``name`` of Parquet files, a row group at a time (``iter_batches``
-    joins row groups into batches of 65,536 rows: a copy of the column)."""
+    """The column ``name`` of Parquet files, a row group at a time (``iter_batches`` would
+    copy the column)."""
     import pyarrow.parquet as pq
 
     for f in files:
@@ -158,8 +157,7 @@ def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
 
 
 def _parquet_schema(path: str) -> Any:
-    """The schema of a Parquet file (``pyarrow.parquet`` is imported for Parquet only:
-    0.03 s of CPU a process)."""
+    """The schema of a Parquet file (``pyarrow.parquet`` imported for Parquet only)."""
     import pyarrow.parquet as pq
 
     return pq.read_schema(path)
@@ -195,10 +193,8 @@ class TableRows(Rows):
         self.length = int(sum(self._counts))
 
     def __getstate__(self) -> dict[str, Any]:
-        # a worker process gets the JSON Lines / CSV tables parsed here when they are small
-        # enough to copy (parsing again costs more), through files it maps
+        # a worker gets the JSON Lines / CSV tables parsed here when small enough to copy
         # (:mod:`~datarax.dataset.shared_tables`); else it parses the files itself
-        # (the probe's image headers stay here: a worker checks its own images)
         state = {**self.__dict__, "_headers": {}}
         tables = self._tables
         if tables is not None and not (all(hasattr(t, "nbytes") for t in tables)
@@ -353,10 +349,8 @@ class TableRows(Rows):
         return hints
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
-        """The headers of rows ``start..stop-1``'s intact plain PNGs the image probe read
-        (known, height, width, channels per row; see
-        :func:`~datarax.dataset.image_header_columns.png_header_columns`), by image
-        column, for the write's check; None where the probe did not read them all."""
+        """The headers of rows ``start..stop-1``'s intact plain PNGs the image probe read,
+        by image column; None where the probe did not read them all."""
         import numpy as np
 
         out = {}
