@@ -224,16 +224,6 @@ class HeadStart:
                     self._ranges[f] = None
         self.shards.refuse(err)
 
-    def _read_all(self, units: list[tuple[int, ArrayRecordRanges]],
-                  wanted: Mapping[int, Sequence[int]],
-                  runs: list[list[tuple[int, int, list[int]]]]) -> list[list[bytes] | None]:
-        """The records ``wanted`` of each unit (None: damaged), every unit's ``runs`` sent
-        together."""
-        fetched = self._fetch([(self.files[self._file_of(u)], start, end)
-                               for (u, _), unit_runs in zip(units, runs, strict=True)
-                               for start, end, _ in unit_runs])
-        return self._decoded(units, wanted, runs, fetched)
-
     def _decoded(self, units: list[tuple[int, ArrayRecordRanges]],
                  wanted: Mapping[int, Sequence[int]],
                  runs: list[list[tuple[int, int, list[int]]]],
@@ -310,7 +300,7 @@ class HeadStart:
                 return {}
             self._spent += need
             self._asked += asked
-        results = self._read_all(units, wanted, runs)
+        results = self._decoded(units, wanted, runs, self._fetch(self._requests_of((units, runs))))
         return {u: records for (u, _), records in zip(units, results, strict=True)
                 if records is not None}
 
