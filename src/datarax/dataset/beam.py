@@ -117,8 +117,7 @@ class _Encode(beam.DoFn):
 
 
 def _publish(local: str, dst: str, name: str) -> None:
-    """Copy the local file to ``dst/name``: written under a temporary name in the partial
-    folder, then renamed (a file with its final name is complete)."""
+    """Copy the local file to ``dst/name`` (a temporary name, then renamed)."""
     tmp = FileSystems.join(dst, PARTIAL_DIR, f"{name}.{uuid.uuid4().hex}.tmp")
     with open(local, "rb") as src, FileSystems.create(tmp, compression_type=_RAW) as out:
         while chunk := src.read(_COPY_CHUNK):

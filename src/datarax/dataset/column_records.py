@@ -105,8 +105,7 @@ def _split(data: np.ndarray, lengths: np.ndarray) -> list[bytes]:
 
 
 def _scalar_column(f: Field, column: Any) -> np.ndarray | None:
-    """A scalar column's values as the head stores them, or None where one is not a value
-    the plain path takes."""
+    """A scalar column as the head stores it, or None off the plain path."""
     import pyarrow as pa
 
     kind = column.type
@@ -153,8 +152,7 @@ def arrow_numbers(column: Any) -> np.ndarray:
 
 
 def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every row's UTF-8 bytes, one after another (a view of Arrow's buffer), and each
-    row's length; None for a column that is not text without nulls."""
+    """Every row's UTF-8 bytes end to end and each row's length, or None."""
     import pyarrow as pa
 
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
@@ -169,8 +167,7 @@ def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _image_column(f: Field, column: Any, header: tuple[Any, ...] | None = None,
                   ) -> tuple[list[bytes], np.ndarray] | None:
-    """Each row's image bytes where every one is kept as it is (bytes, or Hugging Face
-    ``{bytes, path}`` holding them), and their lengths; else None."""
+    """Each row's kept image bytes and their lengths, or None."""
     import pyarrow as pa
 
     kind = column.type

@@ -202,8 +202,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
 
 def _files_of(src: str, suffixes: Sequence[str],
               listing: Mapping[str, list[str]] | None = None) -> list[str]:
-    """The files of ``src`` (a folder, a file or a glob) ending in one of ``suffixes``;
-    ``listing`` (:func:`_folder_files`) saves walking the folder again."""
+    """The files of ``src`` (a folder, a file or a glob) ending in ``suffixes``."""
     if os.path.isdir(src):
         listing = _folder_files(src) if listing is None else listing
         return sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
@@ -213,8 +212,7 @@ def _files_of(src: str, suffixes: Sequence[str],
 
 
 def _folder_files(src: str) -> dict[str, list[str]]:
-    """The file names in each folder under ``src``, leaving out datarax datasets and
-    hidden files and folders (``._train.parquet``, ``__MACOSX``)."""
+    """The file names in each folder under ``src``, hidden ones and datasets left out."""
     found = {}
     for dirpath, dirnames, files in os.walk(src):
         if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
@@ -315,8 +313,7 @@ _KNOWN_INPUTS = ("Parquet / JSON Lines / CSV files (.parquet, .jsonl / .json, .c
 
 
 def _unknown_input(src: str) -> str:
-    """Why ``src`` is none of the inputs convert reads: it is missing, an empty folder, or
-    holds files of other kinds (named)."""
+    """Why ``src`` is none of the inputs convert reads."""
     if os.path.isfile(src):
         suffix = os.path.splitext(src)[1] or "suffix-less"
         return (f"'{src}' is a {suffix} file, which convert does not read; it reads "

@@ -164,8 +164,7 @@ def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, i
 
 
 def _cut(pixels: Any, box: tuple[int, int, int, int]) -> Any:
-    """The PIL image of ``pixels``' ``box`` ``(left, top, right, bottom)`` (an array is
-    sliced first: only the box is copied into PIL)."""
+    """The PIL image of ``pixels``' ``box`` (an array sliced first)."""
     Image = pil_image_module()
     if isinstance(pixels, np.ndarray):
         return Image.fromarray(np.ascontiguousarray(pixels[box[1]:box[3], box[0]:box[2]]))

@@ -211,8 +211,7 @@ def split_folders(root: str, folders: Sequence[str] | None = None) -> list[str]:
 
 
 def _refuse_splits(root: str, folders: Sequence[str]) -> None:
-    """Refuse a ``root`` of split folders (:func:`split_folders`): its images would be
-    labelled ``train`` and ``val``."""
+    """Refuse a ``root`` of split folders (:func:`split_folders`)."""
     if not split_folders(root, folders):
         return
     first = os.path.join(root, folders[0])

@@ -137,8 +137,7 @@ def png_header_columns(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, 
 
 
 def _encoded_images(column: Any) -> list[Any]:
-    """An image column's items as :func:`~datarax.dataset.images.readable_size` takes
-    them (an HF ``{bytes, path}`` column: each row's bytes, else its path)."""
+    """An image column's items as ``readable_size`` takes them."""
     import pyarrow as pa
 
     kind = column.type

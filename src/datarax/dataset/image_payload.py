@@ -46,8 +46,7 @@ __all__ = ["deeper_than_8_bits", "image_payload", "stored_as_it_is"]
 
 
 def _lost_in_conversion(image: Any, channels: int) -> str | None:
-    """What converting ``image`` to ``channels`` channels would lose (colour, or
-    transparency); None when nothing."""
+    """What converting ``image`` to ``channels`` would lose; None: nothing."""
     has_alpha = image.mode in ("RGBA", "LA", "PA") or has_transparency(image)
     if channels != 4 and has_alpha and (np.asarray(image.convert("RGBA"))[..., 3] != 255).any():
         return "transparency (alpha channel)"

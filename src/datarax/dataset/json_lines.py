@@ -16,8 +16,7 @@ def _json_text(path: str) -> str:
 
 
 def _parsed(path: str) -> tuple[list[Any], str | None]:
-    """The values of a JSON Lines file (or one JSON array), and the first that is not a
-    JSON object, and why (None: every one is one)."""
+    """A JSON Lines file's values, and the first that is no object, and why."""
     text = _json_text(path)
     if text.lstrip().startswith("["):
         try:

@@ -342,8 +342,7 @@ def _native(column: np.ndarray, dtype: np.dtype,
 
 @functools.lru_cache(maxsize=64)
 def _raw_layout(features: Features) -> tuple[tuple[str, int, int, np.dtype, np.dtype, tuple[int, ...]], ...]:
-    """Per raw field, worked out once per features: name, head offset, bytes, stored
-    (little-endian) dtype, native dtype, shape."""
+    """Per raw field: name, head offset, bytes, stored and native dtype, shape."""
     out = []
     offset = 0
     for f in features.raw_fields:

@@ -289,8 +289,7 @@ def _refusal(dst: str, rows: Rows, bounds: tuple[int, ...], s: int, why: str,
 
 def _check_shard(reader: Any, rows: Rows, features: Features, lo: int, hi: int, on_error: str,
                  skipped: list[Mapping[str, Any]], report: Callable[[int], None] | None) -> None:
-    """Raise :class:`_Changed` at the first of the rows ``lo..hi-1`` whose record (or
-    skipped entry) differs from what the shard ``reader`` holds."""
+    """Raise :class:`_Changed` at the first row that differs from the shard."""
     held = reader.num_records()
     skips = {int(item["row"]): item.get("field") for item in skipped}
     at, chunk, start = 0, [], 0  # next shard record; records read ahead, from ``start``

@@ -35,8 +35,7 @@ _SENT_TABLE_BYTES = 256 * 2**20  # parsed tables up to this size go to worker pr
 
 
 def _bad_text_as_bytes(table: Any) -> Any:
-    """``table`` with each text column that holds bytes that are not UTF-8 (``pyarrow``'s
-    JSON reader does not check) as a bytes column, whose bad rows are then named."""
+    """``table`` with each text column holding non-UTF-8 bytes as bytes."""
     import pyarrow as pa
 
     for i, field in enumerate(table.schema):
@@ -49,8 +48,7 @@ def _bad_text_as_bytes(table: Any) -> Any:
 
 
 def _dates_as_text(table: Any, path: str, kind: str) -> Any:
-    """``table`` with each column ``pyarrow`` read as dates, times or timestamps from text
-    as that text, as written (no field holds a date; text keeps every digit)."""
+    """``table`` with each date / time column read back as its text."""
     import pyarrow as pa
 
     dated = [field.name for field in table.schema if pa.types.is_temporal(field.type)]
@@ -116,8 +114,7 @@ def _largest_magnitude(column: Any) -> float | None:
 
 
 def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
-    """The column ``name`` of a CSV / JSON Lines file as Python ints (None: missing), or
-    None when a value is not a whole number as written."""
+    """Column ``name`` as ints (None: missing), or None if one is not whole."""
     import re
 
     if kind == "json":
@@ -146,8 +143,7 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
 
 
 def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
-    """The column ``name`` of Parquet files, a row group at a time (``iter_batches`` would
-    copy the column)."""
+    """The column ``name`` of Parquet files, a row group at a time (no copy)."""
     import pyarrow.parquet as pq
 
     for f in files:
@@ -267,8 +263,7 @@ class TableRows(Rows):
         return self._hints
 
     def _uint64_hints(self) -> dict[str, dict[str, Any]]:
-        """A ``uint64`` column stays ``uint64`` (a Python int would infer ``int64``, which
-        does not hold its values from 2**63 on)."""
+        """A ``uint64`` column stays ``uint64`` (an int would infer ``int64``)."""
         import pyarrow as pa
 
         schemas = ([_parquet_schema(self.files[0])] if self.kind == "parquet"
@@ -281,8 +276,7 @@ class TableRows(Rows):
         return {name: {"shape": (), "dtype": "uint64"} for name in sorted(names)}
 
     def _binary_image_hints(self) -> dict[str, dict[str, Any]]:
-        """A Parquet binary column of PNG / JPEG images (no Hugging Face schema) follows an
-        image folder's alpha rule too (:func:`~datarax.dataset.images.alpha_unused`)."""
+        """A Parquet binary column of images follows the alpha rule too."""
         if self.kind != "parquet":
             return {}
         import pyarrow as pa
@@ -300,8 +294,7 @@ class TableRows(Rows):
         return out
 
     def _number_hints(self) -> dict[str, dict[str, Any]]:
-        """A JSON Lines / CSV column of whole numbers in one file and of fractions in
-        another is a float column, as ``pyarrow`` makes it within one file."""
+        """Whole numbers in one file and fractions in another: a float column."""
         if self.kind == "parquet" or len(self.files) < 2:
             return {}
         import pyarrow as pa
@@ -363,8 +356,7 @@ class TableRows(Rows):
         return out or None
 
     def _text_hints(self) -> dict[str, dict[str, Any]]:
-        """A JSON Lines / CSV column that ``pyarrow`` reads as bytes holds text that is not
-        UTF-8: it stays a text field, so its bad rows are named (or skipped)."""
+        """A column of non-UTF-8 text stays text, so its bad rows are named."""
         import pyarrow as pa
 
         return {field.name: {"encoding": "utf8"} for table in self._load() for field in table.schema

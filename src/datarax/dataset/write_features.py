@@ -120,8 +120,7 @@ def _check_class_names(class_names: Mapping[str, Sequence[str]] | None, features
 
 
 def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
-    """``field`` as the source's schema describes it (text, image, image sizes, a list
-    column's shape and dtype over every row)."""
+    """``field`` as the source's schema describes it."""
     if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
         return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
     if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (

@@ -218,8 +218,7 @@ class WorkerPool:
             handlers[kind](kind, value)
 
     def _fail(self, error: str) -> None:
-        """End the workers and raise ``error`` (a ConversionError saying what to do:
-        :attr:`after_failure`)."""
+        """End the workers and raise ``error`` (a ConversionError)."""
         for p in self.procs:
             p.terminate()
         raise ConversionError(f"{error.rstrip('.')}. ({self.after_failure})")

@@ -350,8 +350,7 @@ def write_dataset(
 def _write(job: _Job, rows: Rows, fingerprint: str, parts: Mapping[str, Any], *, resume: bool,
            overwrite: bool, workers: int, progress: bool, pool: WorkerPool | None,
            extra: Mapping[str, Any] | None) -> tuple[DatasetInfo, int]:
-    """Write ``rows`` into ``job.dst`` (made ready by ``prepare_destination``); the
-    metadata written and how many finished shards were kept."""
+    """Write ``rows`` into ``job.dst``; the metadata and the finished shards kept."""
     dst, shards, bounds, n = job.dst, job.shards, job.bounds, rows.length
     if prepare_destination(dst, fingerprint, parts, resume=resume, overwrite=overwrite):
         return read_metadata(dst), shards

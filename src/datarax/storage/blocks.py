@@ -208,8 +208,7 @@ class BlockRecords:
 
 
 def _sparse_reader(fd: int, offset: int, footer: Footer, tail: str, path: str) -> Any:
-    """array_record's reader on a sparse copy of the file: the block at ``offset``, the
-    tail at the footer; the copy is unlinked once opened."""
+    """array_record's reader on a sparse copy of the file (block and tail)."""
     folder = os.path.join(os.path.dirname(os.path.dirname(path)), "sparse")
     os.makedirs(folder, exist_ok=True)
     part, name = tempfile.mkstemp(dir=folder, suffix=".array_record")

@@ -109,8 +109,7 @@ def given_cache(cache: Any, where: str) -> ShardCache:
 
 
 def _check_private(folder: str) -> None:
-    """A ConfigError unless ``folder`` is this user's alone: files another user put in the
-    cache would be read as the store's."""
+    """A ConfigError unless ``folder`` is writable by this user alone."""
     if os.name != "posix":  # pragma: no cover - owners and mode bits say nothing there
         return
     info = os.stat(folder)

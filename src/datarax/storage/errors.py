@@ -18,8 +18,7 @@ __all__ = ["CacheFullError", "RemoteObjectError", "RemoteStoreError"]
 
 
 class _PickledByFields:
-    """Errors built as ``cls(message, **fields)`` pickle (from a worker process) that way,
-    keeping their keyword ``fields``."""
+    """Errors built as ``cls(message, **fields)``, pickled that way."""
 
     fields: ClassVar[tuple[str, ...]] = ()
 

@@ -372,8 +372,7 @@ class Fetcher(FetchErrors):
     def _request_into(self, fs: Any, path: str, obj: RemoteObject, resume: Callable[[], int],
                       end: int, into: Callable[[int, int, bytes, int], None],
                       on_retry: Callable[[BaseException], None] | None = None) -> None:
-        """:meth:`_request` of bytes ``[resume(), end)``, handed to ``into`` piece by piece
-        (a retry starts at ``resume()`` again)."""
+        """:meth:`_request` handed to ``into`` piece by piece, resumed at ``resume()``."""
         def attempt(expected: str | None, check: bool) -> tuple[None, str | None]:
             at = resume()
             return None, read_versioned_into(fs, path, at, end, expected,
@@ -390,8 +389,7 @@ class Fetcher(FetchErrors):
     def _tied(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
               read: Callable[[str | None, bool], tuple[T, str | None]],
               on_retry: Callable[[BaseException], None] | None) -> T:
-        """``read(expected, check)`` with its retries, refused unless of the version the
-        file's reads are tied to (:mod:`~datarax.storage.versions`)."""
+        """``read(expected, check)`` retried, refused unless of the tied version."""
         expected, check = self._expected(obj)
         try:
             out, now = self._guarded(fs, path, obj, lambda: read(expected, check), on_retry)
@@ -403,8 +401,7 @@ class Fetcher(FetchErrors):
 
     def _tie(self, obj: RemoteObject, expected: str | None, check: bool, now: str | None,
              start: int, end: int) -> None:
-        """Tie ``obj``'s reads to the version that answered (when none was), or refuse an
-        answer of another version than the one they are tied to."""
+        """Tie ``obj``'s reads to the version that answered, or refuse another."""
         if check:
             tied = self.pin(obj.url, now if expected is None else expected)
             if now is not None and tied is not None and now != tied:
@@ -413,8 +410,7 @@ class Fetcher(FetchErrors):
     def _guarded(self, fs: Any, path: str, obj: RemoteObject, call: Callable[[], T],
                  on_retry: Callable[[BaseException], None] | None = None,
                  culprit: Callable[[], tuple[RemoteObject, str]] | None = None) -> T:
-        """``call()`` with its retries, its failures as datarax errors naming ``obj`` (or
-        ``culprit()``: the request that failed last)."""
+        """``call()`` with its retries, its failures as datarax errors."""
         named = culprit or (lambda: (obj, path))
         try:
             return with_retries(call, lambda: named()[0].url, self.retry, self.stats,

@@ -154,8 +154,7 @@ class HeadStart:
 
     def _open_one(self, f: int, footer: Any, first: bytes | None = None,
                   more: bool = True) -> Any:
-        """File ``f``'s ranged reader (None: refused or damaged), or the future of its
-        opening in a request thread where ``first`` is not enough."""
+        """File ``f``'s ranged reader (None: refused or damaged), or its opening's future."""
         try:
             return ArrayRecordRanges.for_object(self.files[f], fetcher=self.shards.fetcher,
                                                 cache=self.shards.cache, footer=footer,
@@ -176,8 +175,7 @@ class HeadStart:
         return reader
 
     def _open_all(self, files: list[int]) -> dict[int, ArrayRecordRanges | None]:
-        """The ranged reader of each of ``files`` (None: not by range), unknown tails asked
-        for together."""
+        """The ranged reader of each of ``files`` (None: not by range)."""
         locks = self._opening(files)
         try:
             with self._lock:
@@ -207,8 +205,7 @@ class HeadStart:
 
     def _fetch(self, asked: list[tuple[RemoteObject, int, int]],
                then: Callable[[int, bytes], Any] | None = None) -> list[Any]:
-        """``asked`` read together, ``then`` of each answer in the one footer thread as it
-        comes (a thread per footer costs more CPU)."""
+        """``asked`` read together, ``then`` of each answer run in the footer thread."""
         try:
             return self.shards.fetcher.read_ranges(
                 asked, self._map, then, None if then is None else self._decoder().submit)
@@ -305,8 +302,7 @@ class HeadStart:
                 if records is not None}
 
     def _sure(self, todo: list[int], wanted: Mapping[int, Sequence[int]]) -> bool:
-        """Whether :meth:`_read`'s request checks pass whatever the footers say (at most a
-        request per distinct record)."""
+        """Whether :meth:`_read`'s request checks pass whatever the footers say."""
         most = sum(len(set(np.asarray(wanted[u]).reshape(-1).tolist())) for u in todo)
         with self._lock:
             return self._asked + most <= self.max_requests and most * self.request_bytes <= \
@@ -314,8 +310,7 @@ class HeadStart:
 
     def _plan(self, f: int, reader: ArrayRecordRanges | None, units: list[int],
               wanted: Mapping[int, Sequence[int]]) -> Any:
-        """``(units, runs)`` of file ``f``, their bytes taken from the budget; None where
-        they wait for their downloads (then so do the files planned after it)."""
+        """``(units, runs)`` of file ``f``, taken from the budget; None: they wait."""
         if reader is None:
             return None
         runs = [reader.ranges(reader.chunks_of(wanted[u])) for u in units]
@@ -334,8 +329,7 @@ class HeadStart:
 
     def _read_pipelined(self, todo: list[int],
                         wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
-        """:meth:`_read` in one call to the store: each file's chunks asked for as soon as
-        its footer is decoded (:class:`~datarax.storage.fetch.FollowUp`)."""
+        """:meth:`_read` with each file's chunks asked as its footer comes."""
         files = sorted({self._file_of(u) for u in todo})
         units_of = {f: [u for u in todo if self._file_of(u) == f] for f in files}
         locks = self._opening(files)
@@ -386,8 +380,7 @@ class HeadStart:
         return {u: records for u, records in out.items() if records is not None}
 
     def _keep(self, write: Callable[[], None]) -> None:
-        """``write()`` a kept footer after the read that opened it returns (the first batch
-        does not wait for the local disk)."""
+        """Write a kept footer once the read that opened it returns."""
         with self._lock:
             self._unwritten.append(write)
 

@@ -104,8 +104,7 @@ class ShardRoom:
         return seen
 
     def _ahead_paths(self) -> set[str]:
-        """The cached paths of files read ahead and not taken yet: a read-ahead download
-        never evicts them (only a reader's download does)."""
+        """The cached paths of files read ahead (a read-ahead never evicts them)."""
         with self._lock:
             return set(self._ahead.values())
 

@@ -245,8 +245,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         return idle
 
     def _release_passed(self, *, asked: bool = False) -> list[tuple[Closer, Any]]:
-        """Release the files outside :meth:`_keep` (those held only for later become
-        read-ahead files others may evict); returns their idle handles."""
+        """Release the files outside :meth:`_keep`; returns their idle handles."""
         keep = self._keep(asked=asked)
         idle = []
         for i in [i for i in self._handles.files() | set(self._entries) | set(self._ahead)
@@ -300,8 +299,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
                     self._schedule()
 
     def _acquire(self, i: int, *, ahead: bool = False) -> str:
-        """File ``i`` from the cache (downloaded first when absent): held, or for a
-        read-ahead (``ahead``) noted in ``_ahead`` and not held."""
+        """File ``i`` from the cache: held, or (``ahead``) noted in ``_ahead``."""
         obj = self.objects[i]
         with self._lock:
             was_ahead = self._ahead.pop(i, None) is not None

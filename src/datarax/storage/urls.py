@@ -250,8 +250,7 @@ def _user_agent() -> str:
 
 
 def _with_timeouts(protocol: str, options: dict[str, Any], retry: RetryPolicy) -> dict[str, Any]:
-    """``options`` with ``retry``'s timeouts added where unset: one attempt never outlasts
-    the budget."""
+    """``options`` with ``retry``'s timeouts added where unset."""
     connect, read = retry.connect_timeout_s, retry.read_timeout_s
     if protocol in ("s3", "s3a"):  # botocore: seconds to connect, and between bytes read
         config = dict(options.get("config_kwargs") or {})
@@ -307,9 +306,17 @@ def _url_of(fs: Any, url: str, path: str) -> str:
     return unstripped
 
 
+def _listed(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+    """``fn`` of each item, up to ``_LISTING_THREADS`` at once."""
+    if len(items) == 1:
+        return [fn(items[0])]
+    with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
+                                               thread_name_prefix="datarax-list") as pool:
+        return list(pool.map(fn, items))
+
+
 def _ask(call: Callable[[], T], url: str, retry: RetryPolicy, stats: StorageStats | None) -> T:
-    """``with_retries(call)``, a store failing or refusing access raised as
-    :class:`RemoteStoreError`."""
+    """``with_retries(call)``, a store failing or refusing raised as RemoteStoreError."""
     try:
         return with_retries(call, url, retry, stats)
     except FileNotFoundError:
@@ -351,12 +358,9 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                                   "the prefix and the pattern.", path=url)
             unsized = [p for p, i in files if i.get("size") is None]  # e.g. an HTTP listing
             if unsized:
-                threads = min(_LISTING_THREADS, len(unsized))
-                with concurrent.futures.ThreadPoolExecutor(
-                        threads, thread_name_prefix="datarax-list") as pool:
-                    infos = dict(zip(unsized, pool.map(
-                        lambda p: _ask(lambda: fs.info(p), _url_of(fs, url, p), retry, stats),
-                        unsized)))
+                infos = dict(zip(unsized, _listed(
+                    lambda p: _ask(lambda: fs.info(p), _url_of(fs, url, p), retry, stats),
+                    unsized)))
                 files = [(p, infos.get(p, i)) for p, i in files]
             return [object_of(_url_of(fs, url, p), i) for p, i in files]
         try:
@@ -370,12 +374,7 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                               "pattern of them works).", path=url)
         return [object_of(url, info)]
 
-    if len(items) == 1:
-        found = [one(items[0])]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
-                                                   thread_name_prefix="datarax-list") as pool:
-            found = list(pool.map(one, items))
+    found = _listed(one, items)
     check_named_once([(url, [o.url for o in objs]) for url, objs in zip(items, found)])
     return [obj for objs in found for obj in objs]
 
@@ -424,9 +423,7 @@ def _folder_versions(folder: str, objects: list[RemoteObject],
         except FileNotFoundError:  # its first read names it missing
             return None
 
-    with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(objects)),
-                                               thread_name_prefix="datarax-list") as pool:
-        return dict(zip([o.url for o in objects], pool.map(one, objects)))
+    return dict(zip([o.url for o in objects], _listed(one, objects)))
 
 
 def _same_file_key(file: str) -> str:
