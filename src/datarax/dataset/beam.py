@@ -117,8 +117,7 @@ class _Encode(beam.DoFn):
 
 
 def _publish(local: str, dst: str, name: str) -> None:
-    """Copy the local file to ``dst/name``: written under a temporary name in the partial
-    folder, then renamed (a file with its final name is complete)."""
+    """Copy the local file to ``dst/name`` (a temporary name, then renamed)."""
     tmp = FileSystems.join(dst, PARTIAL_DIR, f"{name}.{uuid.uuid4().hex}.tmp")
     with open(local, "rb") as src, FileSystems.create(tmp, compression_type=_RAW) as out:
         while chunk := src.read(_COPY_CHUNK):
@@ -286,9 +285,8 @@ class WriteDataset(beam.PTransform):
 
 
 def direct_runner() -> Any:
-    """Beam's DirectRunner engine for this machine (``FnApiRunner``), which honours
-    ``--direct_running_mode`` and ``--direct_num_workers``; unlike ``DirectRunner`` by
-    name, it never tries to download the Prism runner."""
+    """Beam's DirectRunner engine for this machine (``FnApiRunner``); unlike
+    ``DirectRunner`` by name, it never tries to download the Prism runner."""
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     return FnApiRunner()
@@ -305,8 +303,7 @@ def _read_chunk(bounds: tuple[int, int], rows: Rows) -> Iterator[tuple[int, Any]
 
 
 def _beam_error(err: BaseException) -> Exception:
-    """The runner's failure as datarax's own error and message (the runner appends the
-    step's name, or wraps a worker's error in its traceback text)."""
+    """The runner's failure as datarax's own error and message."""
     text = str(err)
     kind = type(err) if isinstance(err, (ConversionError, ConfigError)) else None
     for cls in (ConversionError, ConfigError):
@@ -335,13 +332,11 @@ def convert_rows(
     """Convert random-access ``records`` (as for :func:`~datarax.dataset.writer.write_dataset`)
     into a dataset in ``dst`` on Apache Beam.
 
-    Workers read :data:`ROWS_PER_READ` rows at a time; the shards are byte-identical to
-    ``write_dataset``'s with the same ``features`` and ``shards``. ``beam_options`` are Beam
-    pipeline options (``["--runner=DataflowRunner", ...]``); with no runner, or
-    ``--runner=DirectRunner``, it runs here on :func:`direct_runner`. A local ``dst`` is
-    locked as ``write_dataset`` locks it (:mod:`datarax.dataset.lock`). ``resume=True``
-    is a ConfigError (Beam runners retry failed work themselves), as are records that
-    cannot be read by row.
+    The shards are byte-identical to ``write_dataset``'s with the same ``features`` and
+    ``shards``. ``beam_options`` are Beam pipeline options; with no runner, or
+    ``--runner=DirectRunner``, it runs here on :func:`direct_runner`. ``resume=True`` is a
+    ConfigError (Beam runners retry failed work themselves), as are records that cannot be
+    read by row.
     """
     with folder_lock(dst, error=ConversionError, what="this conversion"):  # one writer per folder
         from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions

@@ -47,8 +47,7 @@ def frame_records(frame: Any, categories: Mapping[str, Sequence[str]]) -> list[d
 
 
 def parquet_categories(path: str) -> dict[str, list[str]]:
-    """The categories of each dictionary column of the Parquet file ``path`` (as pandas
-    writes a ``category`` column): its dictionary in the first row group, by column."""
+    """The categories of each dictionary column of the Parquet file ``path``, by column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

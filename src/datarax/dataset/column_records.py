@@ -1,17 +1,9 @@
 """Records of a table's rows encoded a slice at a time, from its columns.
 
-A row of a Parquet, JSON Lines or CSV file becomes a record through
-:func:`~datarax.dataset.layout.record_encoder`: one dict per row (``to_pylist``),
-checked and packed one at a time — about 2 us a row, a third of what converting a short
-JSON line costs in all. :func:`column_encoder` makes the same bytes for a whole slice of
-the table: the fixed-size head of every row (its ``int64`` / ``float32`` values and the
-lengths of its variable fields) in one NumPy array, text as its UTF-8 bytes straight
-from Arrow's buffers, images kept as they are through the same header check
-(:func:`~datarax.dataset.image_payload.stored_as_it_is`; a plain PNG's read with the
-column's others, :mod:`~datarax.dataset.image_header_columns`). It takes exactly the records
-the row encoder's plain path takes — features of those kinds only, every value of the
-slice passing the same checks (no null, an integer class in range, a finite float that
-stays finite as ``float32``, a kept image) — and answers None otherwise, so the writer
+:func:`column_encoder` makes :func:`~datarax.dataset.layout.record_encoder`'s bytes for a
+whole slice of a table at once: every row's fixed head in one NumPy array, text straight
+from Arrow's buffers, images kept through the same header check. It takes exactly the
+records the row encoder's plain path takes and answers None otherwise, so the writer
 encodes that slice row by row, whose checks name a bad row.
 
 Example:
@@ -48,10 +40,9 @@ _LENGTH_MAX = 2**32 - 1  # a variable field's length is a uint32 in the head
 
 @functools.lru_cache(maxsize=64)
 def column_encoder(features: Features) -> Callable[[Any], list[bytes] | None] | None:
-    """For features of ``int64`` / ``float32`` scalars, text and kept images only (the
-    row encoder's plain kinds): ``encode(table) -> [record bytes per row]`` of a
-    ``pyarrow`` table whose columns are exactly the features' fields, or None where a
-    column or value is not one the plain path takes; None for other features."""
+    """For features of the row encoder's plain kinds only: ``encode(table) -> [record
+    bytes per row]`` of a ``pyarrow`` table of exactly the features' fields, or None where
+    a value is not one the plain path takes; None for other features."""
     scalars: list[Field] = []
     variable: list[Field] = []
     for f in features.fields:
@@ -114,9 +105,7 @@ def _split(data: np.ndarray, lengths: np.ndarray) -> list[bytes]:
 
 
 def _scalar_column(f: Field, column: Any) -> np.ndarray | None:
-    """A scalar column's values as the head stores them, or None where one is not a value
-    the plain path takes (a null; not an integer for ``int64``, outside its classes or
-    ``int64``; not a finite float for ``float32``, or one ``float32`` makes infinite)."""
+    """A scalar column as the head stores it, or None off the plain path."""
     import pyarrow as pa
 
     kind = column.type
@@ -144,7 +133,7 @@ def _scalar_column(f: Field, column: Any) -> np.ndarray | None:
 
 def arrow_numbers(column: Any) -> np.ndarray:
     """The values of a column of integers or floats as one NumPy array, nulls left out,
-    read from Arrow's buffers (``to_numpy`` imports pandas, 0.6 s of CPU a process)."""
+    read from Arrow's buffers (``to_numpy`` would import pandas)."""
     import pyarrow as pa
 
     kind = column.type
@@ -163,8 +152,7 @@ def arrow_numbers(column: Any) -> np.ndarray:
 
 
 def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every row's UTF-8 bytes, one after another (a view of Arrow's buffer), and each
-    row's length; None for a column that is not text without nulls."""
+    """Every row's UTF-8 bytes end to end and each row's length, or None."""
     import pyarrow as pa
 
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
@@ -179,8 +167,7 @@ def _text_column(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _image_column(f: Field, column: Any, header: tuple[Any, ...] | None = None,
                   ) -> tuple[list[bytes], np.ndarray] | None:
-    """Each row's image bytes where every one is kept as it is (bytes, or Hugging Face
-    ``{bytes, path}`` holding them), and their lengths; else None."""
+    """Each row's kept image bytes and their lengths, or None."""
     import pyarrow as pa
 
     kind = column.type
@@ -208,10 +195,8 @@ def _image_column(f: Field, column: Any, header: tuple[Any, ...] | None = None,
 
 
 def _kept_pngs(f: Field, column: Any, header: tuple[Any, ...] | None) -> np.ndarray | None:
-    """Which images of a binary column are plain PNGs the field keeps as they are (their
-    headers read together: :mod:`~datarax.dataset.image_header_columns`, or ``header``,
-    what the probe read of them); None where one is such a PNG that the field does not
-    keep (a size or channels of its own)."""
+    """Which images of a binary column are plain PNGs the field keeps as they are (``header``:
+    what the probe read of them); None where the field does not keep one such PNG."""
     if header is None:
         values = binary_values(column)
         if values is None:

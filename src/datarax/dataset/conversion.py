@@ -130,7 +130,7 @@ class NpyRows(Rows):
         return out
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
-        # plain ndarray views of the memory maps: a row of a np.memmap costs ~3 us more
+        # plain ndarray views of the memory maps: a row of a np.memmap costs more
         arrays = {k: np.asarray(v) for k, v in self._load().items()}
         text = {k for k, v in arrays.items() if v.ndim == 1 and is_text_dtype(v.dtype)}
         stop = self.length if stop is None else min(stop, self.length)
@@ -202,8 +202,7 @@ def _tfds_rows(name_or_dir: str, split: str | None, data_dir: str | None) -> Row
 
 def _files_of(src: str, suffixes: Sequence[str],
               listing: Mapping[str, list[str]] | None = None) -> list[str]:
-    """The files of ``src`` (a folder, a file or a glob) ending in one of ``suffixes``;
-    ``listing`` (:func:`_folder_files`) saves walking the folder again."""
+    """The files of ``src`` (a folder, a file or a glob) ending in ``suffixes``."""
     if os.path.isdir(src):
         listing = _folder_files(src) if listing is None else listing
         return sorted(os.path.join(dirpath, f) for dirpath, files in listing.items()
@@ -213,9 +212,7 @@ def _files_of(src: str, suffixes: Sequence[str],
 
 
 def _folder_files(src: str) -> dict[str, list[str]]:
-    """The file names in each folder under ``src``, leaving out datarax datasets and
-    hidden files and folders (``.vscode/settings.json``, macOS's ``._train.parquet`` and
-    ``__MACOSX``: no input)."""
+    """The file names in each folder under ``src``, hidden ones and datasets left out."""
     found = {}
     for dirpath, dirnames, files in os.walk(src):
         if METADATA_FILE in files or os.path.basename(dirpath) == PARTIAL_DIR:
@@ -227,9 +224,8 @@ def _folder_files(src: str) -> dict[str, list[str]]:
 
 
 def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: list[str]) -> None:
-    """Refuse a folder ``src`` that holds images (in class folders, or beside a Hugging
-    Face imagefolder's ``metadata.csv``) and also ``other`` files convert reads (a table, a
-    ``.npy``): one stray ``info.json`` read it as a table, its images left out in silence."""
+    """Refuse a folder ``src`` holding both images and ``other`` files convert reads (a
+    stray ``info.json`` would make it a table, its images left out in silence)."""
     if not other:
         return
     images = _files_of(src, IMAGE_SUFFIXES, listing)
@@ -317,8 +313,7 @@ _KNOWN_INPUTS = ("Parquet / JSON Lines / CSV files (.parquet, .jsonl / .json, .c
 
 
 def _unknown_input(src: str) -> str:
-    """Why ``src`` is none of the inputs convert reads: it is missing, an empty folder, or
-    holds files of other kinds (named)."""
+    """Why ``src`` is none of the inputs convert reads."""
     if os.path.isfile(src):
         suffix = os.path.splitext(src)[1] or "suffix-less"
         return (f"'{src}' is a {suffix} file, which convert does not read; it reads "
@@ -442,9 +437,7 @@ def convert(
 
 
 def _worker_modules(src: str) -> tuple[str, ...]:
-    """The modules a worker process's write of ``src`` imports: the writer and
-    array_record, and ``pyarrow`` (``pyarrow.parquet``) for table files, told by the
-    suffix of ``src`` or of the files in the folder ``src``."""
+    """The modules a worker process's write of ``src`` imports (``pyarrow`` for tables)."""
     modules: tuple[str, ...] = ("datarax.dataset.writer", "array_record.python.array_record_module")
     try:
         names = os.listdir(src) if os.path.isdir(src) else [src]
@@ -459,10 +452,8 @@ def _worker_modules(src: str) -> tuple[str, ...]:
 
 def _resized_and_noted(rows: Rows, src: str | None,
                        resize: int | tuple[int, int] | None) -> tuple[Rows, dict[str, Any]]:
-    """``rows`` with every image resized as it is written (``resize``), and what the
-    metadata's ``extra`` says of them: their source (the path ``src``, else their
-    description), the resize, the split taken and those left out, an image folder's
-    classes without images and files that are none."""
+    """``rows`` with every image resized as it is written (``resize``), and the metadata's
+    ``extra`` about them (source, resize, split, classes without images, files left out)."""
     choice = getattr(rows, "split_choice", None)  # SRC's other splits, left out
     empty = getattr(rows, "empty_classes", None)  # an image folder's classes without images
     left_out = getattr(rows, "left_out", None)  # an image folder's files that are no images

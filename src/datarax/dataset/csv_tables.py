@@ -25,8 +25,7 @@ __all__ = ["NAN_CELLS", "blank_columns_as_text", "check_header", "nan_cells_as_n
 
 def _delimiter(path: str) -> str:
     """What separates a CSV file's values: a tab in a ``.tsv`` file; else a comma, or a
-    tab / semicolon / bar where the header holds one of them and no comma (a spreadsheet
-    saved in a locale whose decimal mark is the comma)."""
+    tab / semicolon / bar where the header holds one and no comma (a comma-decimal locale)."""
     if path.lower().endswith(".tsv"):
         return "\t"
     try:
@@ -122,9 +121,8 @@ def nan_cells_as_nan(table: Any, path: str) -> Any:
 
 
 def blank_columns_as_text(table: Any, path: str) -> Any:
-    """``table`` with each column that holds no value in any row (``pyarrow``'s null
-    type) as text, its cells as written (``""`` for an empty one), as an empty cell of a
-    text column is; one with a ``nan`` cell is a float column (NaN, and missing values)."""
+    """``table`` with each column holding no value in any row as text, its cells as written;
+    one with a ``nan`` cell is a float column."""
     import pyarrow as pa
     import pyarrow.csv
 

@@ -97,8 +97,7 @@ def null_in_list(field: str, row: int | None, value: Any) -> RecordMismatchError
 
 
 def error_text(err: BaseException) -> str:
-    """``type: message`` of an exception, without object addresses (messages stay the same
-    from run to run, as the metadata listing skipped rows must)."""
+    """``type: message`` of an exception, without object addresses (stable across runs)."""
     text = re.sub(r"\s*<[^<>]*? at 0x[0-9a-fA-F]+>", "", str(err))
     return f"{type(err).__name__}: {text}"
 
@@ -282,8 +281,7 @@ class UnstorableValueError(RecordMismatchError):
 
 
 def _nested_object(name: str, value: Any) -> UnstorableValueError | None:
-    """The error for a dict, a list of dicts or a list of text as a field's value, saying
-    how to flatten it; None for any other value."""
+    """The error for a dict, list of dicts or list of text as a value; None for others."""
     items = value if isinstance(value, (list, tuple)) and value else None
     inner = items[0] if items is not None else value
     if items is not None and isinstance(inner, str):
@@ -318,10 +316,8 @@ def _nested_object(name: str, value: Any) -> UnstorableValueError | None:
 
 
 def kept_image(value: Any) -> tuple[bytes, ImageHeader] | None:
-    """The bytes and header of encoded image bytes (or a Hugging Face image dict holding
-    them) that an image field may keep as they are, known from the header and structure
-    alone (:func:`~datarax.dataset.image_headers.intact_image_header`: no pixel decoded);
-    None for anything else, which PIL then opens."""
+    """The bytes and header of an encoded image an image field may keep as it is, known
+    from its header alone (no pixel decoded); None for anything else (PIL opens it)."""
     if isinstance(value, dict) and value.keys() <= {"bytes", "path"}:
         value = value.get("bytes")
     header = intact_image_header(value) if type(value) is bytes else None

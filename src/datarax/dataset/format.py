@@ -9,13 +9,10 @@ Three modules define it, and this one names all of their parts in one place:
 * :mod:`datarax.dataset.metadata` — the shards' names (:func:`shard_name`) and the
   metadata file (:class:`DatasetInfo`, :func:`write_metadata` / :func:`read_metadata`).
 
-**Writing shards elsewhere** (e.g. a distributed runner): encode each record with
-:func:`encode_record`, write shard ``i`` of ``n`` to a temporary name, then rename it to
-``shard_name(i, n)``; write it with ``array_record``'s ``ArrayRecordWriter(path,
-WRITER_OPTIONS)``; collect :func:`shard_info` of each finished shard once it has its
-final name (the metadata lists the file by the name ``shard_info`` sees; for one taken
-before the rename, ``dataclasses.replace(info, file=shard_name(i, n))``) and finish with
-:func:`write_metadata` — a folder without the metadata file is not a dataset yet.
+**Writing shards elsewhere**: encode each record with :func:`encode_record`, write shard
+``i`` of ``n`` with ``ArrayRecordWriter(path, WRITER_OPTIONS)`` to a temporary name, rename
+it to ``shard_name(i, n)``, collect :func:`shard_info` of each finished shard (by its final
+name) and finish with :func:`write_metadata`.
 
 Example:
     >>> import numpy as np

@@ -6,13 +6,10 @@ The geometry is torchvision's, on PIL images: :func:`resized_size` is ``Resize(i
 ``RandomResizedCrop.get_params`` (10 tries of a random area share and aspect ratio,
 then the centre fallback), each resize PIL's bilinear one (antialiased when shrinking).
 
-:func:`decode_region` decodes a JPEG with ``simplejpeg`` (libjpeg-turbo) when it is
-installed, else with Pillow, and — with ``draft`` — at 1/2, 1/4 or 1/8 of its size in the
-DCT domain wherever the region still has at least as many pixels as the output (the
-scaled decode is that of Pillow's ``Image.draft``; a centre crop then resizes only the
-part it keeps, a random crop copies only its box into PIL); other formats (PNG ...) are
-decoded by Pillow. Every image comes out RGB (grey and palette images converted,
-alpha dropped), as torchvision's ``ImageFolder`` loader does.
+:func:`decode_region` decodes a JPEG with ``simplejpeg`` when installed, else Pillow, at
+1/2, 1/4 or 1/8 of its size in the DCT domain where the region keeps at least the
+output's pixels (as Pillow's ``Image.draft``). Every image comes out RGB, alpha dropped,
+as torchvision's ``ImageFolder`` loader does.
 
 Example:
     >>> import io
@@ -53,8 +50,7 @@ def _simplejpeg() -> Any:
 
 
 def image_size(data: bytes) -> tuple[int, int]:
-    """``(height, width)`` from the image's header, without decoding its pixels
-    (:func:`~datarax.dataset.image_headers.read_image_header`, else Pillow's reader)."""
+    """``(height, width)`` from the image's header, without decoding its pixels."""
     header = read_image_header(data) if isinstance(data, bytes) else None
     if header is not None:
         return header.height, header.width
@@ -71,8 +67,7 @@ def resized_size(height: int, width: int, size: int) -> tuple[int, int]:
 
 def centre_box(height: int, width: int, crop: tuple[int, int]) -> tuple[int, int]:
     """``(top, left)`` of torchvision's ``CenterCrop(crop)`` in an image of that size
-    (negative where the image is smaller: the crop is padded with zeros, as torchvision
-    pads, ``(crop - size) // 2`` before the image).
+    (negative where the image is smaller: padded with zeros, as torchvision pads).
 
     Example:
         >>> centre_box(300, 7, (224, 10))  # 3 columns of zeros: 1 before, 2 after
@@ -146,8 +141,7 @@ def decode_region(data: bytes, height: int, width: int, k: int) -> tuple[Any, in
 
 
 def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, int]:
-    """As :func:`decode_region`, the pixels as ``simplejpeg`` gives them (a ``uint8
-    (h, w, 3)`` array, which a crop can slice before PIL copies it) or else a PIL image."""
+    """As :func:`decode_region`: ``simplejpeg``'s ``uint8 (h, w, 3)`` array, or a PIL image."""
     sj = _simplejpeg()
     if sj is not None and data[:3] == JPEG_MAGIC:
         try:
@@ -155,8 +149,7 @@ def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, i
             # loader's) by a level in most pixels, so Pillow decodes it
             if sj.decode_jpeg_header(data)[2] in _PILLOW_COLOURSPACES:
                 raise ValueError("decoded by Pillow")
-            # RGB, not RGBX: PIL would take RGBX without a copy, but then resizes four
-            # bands instead of three (measured: slower overall)
+            # RGB, not RGBX: RGBX saves a copy but resizes four bands (slower overall)
             pixels = sj.decode_jpeg(data, colorspace="RGB", min_height=-(-height // k),
                                     min_width=-(-width // k), min_factor=k)
         except ValueError:
@@ -171,8 +164,7 @@ def _decode_pixels(data: bytes, height: int, width: int, k: int) -> tuple[Any, i
 
 
 def _cut(pixels: Any, box: tuple[int, int, int, int]) -> Any:
-    """The PIL image of ``pixels``' ``box`` ``(left, top, right, bottom)``, inside it:
-    an array is sliced first, so that only the box's pixels are copied into PIL."""
+    """The PIL image of ``pixels``' ``box`` (an array sliced first)."""
     Image = pil_image_module()
     if isinstance(pixels, np.ndarray):
         return Image.fromarray(np.ascontiguousarray(pixels[box[1]:box[3], box[0]:box[2]]))
@@ -180,8 +172,7 @@ def _cut(pixels: Any, box: tuple[int, int, int, int]) -> Any:
 
 
 def _array(image: Any, out: np.ndarray | None = None) -> np.ndarray:
-    """The pixels of the RGB ``image`` as ``uint8 (h, w, 3)``, written into ``out`` where
-    given (e.g. a batch's row: no per-record array to stack)."""
+    """The pixels of the RGB ``image`` as ``uint8 (h, w, 3)``, written into ``out`` if given."""
     pixels = np.frombuffer(image.tobytes(), np.uint8).reshape(image.height, image.width, 3)
     if out is None:
         return pixels.copy()
@@ -212,9 +203,8 @@ def resize_and_crop(data: bytes, *, resize: int | tuple[int, int] | None = None,
     crop = (crop, crop) if isinstance(crop, int) else (int(crop[0]), int(crop[1]))
     top, left = centre_box(size[0], size[1], crop)
     if draft and (size != (image.height, image.width) or k > 1) and top >= 0 and left >= 0:
-        # resize only the part the crop keeps: the same filter windows (on the whole
-        # image, in its coordinates) as a whole resize then a crop, a fraction of the
-        # work; PIL rounds between its two passes differently then (pixels within 1)
+        # resize only the part the crop keeps: the same filter windows as a whole resize
+        # then a crop (PIL rounds between its passes differently: pixels within 1)
         sy, sx = height / k / size[0], width / k / size[1]
         return _array(image.resize((crop[1], crop[0]), Image.Resampling.BILINEAR,
                                    box=(left * sx, top * sy, (left + crop[1]) * sx,

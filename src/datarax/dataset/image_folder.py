@@ -45,9 +45,8 @@ SPLIT_FOLDERS = (*SPLIT_NAMES, "val", "training", "testing")
 
 
 def is_class_folder(root: str, name: str) -> bool:
-    """Whether ``root/name`` is a class of an image folder: a folder, not hidden (``.git``,
-    ``.ipynb_checkpoints``) or macOS's zip metadata (``__MACOSX``), and not a datarax
-    dataset (DST written inside SRC)."""
+    """Whether ``root/name`` is a class of an image folder: a folder, not hidden, not
+    ``__MACOSX`` and not a datarax dataset."""
     path = os.path.join(root, name)
     return os.path.isdir(path) and not name.startswith(".") and name != "__MACOSX" and not (
         os.path.exists(os.path.join(path, METADATA_FILE))
@@ -58,15 +57,14 @@ class ImageFolderRows(Rows):
     """Rows ``{"image": <file bytes>, "label": class index}`` of ``root/<class>/<image>``
     (not hidden or dataset folders); images of several sizes get ``None`` dimensions.
 
-    A file the header probe read whole (under 4 KB) is kept, up to :data:`KEPT_BYTES` in
-    all, and written from those bytes rather than read again."""
+    A small file the header probe read whole is kept (up to :data:`KEPT_BYTES` in all) and
+    written from those bytes."""
 
     probes_rows = True
 
     def __init__(self, root: str) -> None:
         names = os.listdir(root)
-        # by their NFC form: a name is stored decomposed (NFD) on macOS and composed on
-        # Linux, and both give the same classes, in the same order, with the same names
+        # by their NFC form: macOS stores names decomposed (NFD), Linux composed
         folders = sorted((d for d in names if is_class_folder(root, d)), key=_nfc)
         loose = sorted(f for f in names if f.lower().endswith(IMAGE_SUFFIXES)
                        and not f.startswith(".") and os.path.isfile(os.path.join(root, f)))
@@ -120,8 +118,7 @@ class ImageFolderRows(Rows):
 
     def hints(self) -> dict[str, dict[str, Any]]:
         """The class names, the image size over every file (``None`` where it varies),
-        and colour where the first image is grey but others are not (headers only; from
-        the parts :meth:`probe` read, given by :meth:`use_probes` or read here)."""
+        and colour where the first image is grey but others are not (headers only)."""
         hints: dict[str, dict[str, Any]] = {"label": {"class_names": list(self.classes)}}
         sizes = ImageSizes.joined(self._probes if self._probes is not None
                                   else [self.probe(0, self.length)])
@@ -200,9 +197,7 @@ class ImageFolderRows(Rows):
 
 def split_folders(root: str, folders: Sequence[str] | None = None) -> list[str]:
     """The class folders of ``root`` (``folders`` where given) when they are all splits
-    (``train``, ``val`` ...) and one of them holds subfolders and no image of its own, else
-    ``[]``: ``root/{train,val}/<class>/<image>`` (ImageNet's ``val/`` may hold its images
-    without classes) is a folder of splits, not of classes."""
+    (``train``, ``val`` ...) and one holds subfolders and no image of its own, else ``[]``."""
     if folders is None:
         folders = sorted(d for d in os.listdir(root) if is_class_folder(root, d))
     if not folders or any(name.lower() not in SPLIT_FOLDERS for name in folders):
@@ -216,8 +211,7 @@ def split_folders(root: str, folders: Sequence[str] | None = None) -> list[str]:
 
 
 def _refuse_splits(root: str, folders: Sequence[str]) -> None:
-    """Refuse a ``root`` of split folders (:func:`split_folders`): its images would be
-    labelled ``train`` and ``val``."""
+    """Refuse a ``root`` of split folders (:func:`split_folders`)."""
     if not split_folders(root, folders):
         return
     first = os.path.join(root, folders[0])
@@ -237,10 +231,9 @@ def _nfc(name: str) -> str:
 
 
 def _images_under(root: str, name: str, left_out: collections.Counter[str]) -> Iterator[str]:
-    """The image files in ``root/name`` and its subfolders (linked ones followed, each
-    folder once, a link back up never), as paths under ``root``, sorted by NFC name;
-    hidden files and folders (macOS's ``._name.jpg``, ``.thumbnails``) left out, and
-    other files counted in ``left_out`` by their suffix (lower case)."""
+    """The image files in ``root/name`` and its subfolders (links followed, each folder
+    once), as paths under ``root``, sorted by NFC name; hidden ones left out, other files
+    counted in ``left_out`` by their suffix."""
     def unlisted(err: OSError) -> None:  # os.walk would leave the folder out in silence
         raise ConversionError(
             f"cannot list the folder '{err.filename}' of the image folder '{root}' "

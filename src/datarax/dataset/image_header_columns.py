@@ -1,16 +1,10 @@
 """PNG headers of a whole column of encoded images at once.
 
-A Parquet image column (Hugging Face ``Image``) holds its images' bytes one after another
-in one Arrow buffer. Checking them one by one
-(:func:`~datarax.dataset.image_headers.read_image_header` for the size probe,
-:func:`~datarax.dataset.image_headers.intact_image_header` before an image is stored as
-it is) cost about 3 us of Python an image each — for small images more than the rest of
-their conversion. :func:`png_header_columns` walks the chunks of every image of the
-column together with NumPy (only each chunk's CRC-32 is a call per chunk) for the plain
-form nearly every PNG has: an 8-bit grey / RGB / RGBA ``IHDR``, then ``IDAT`` chunks,
-then ``IEND``. For such an image it gives the same height, width and channels as those
-functions; every other image (another chunk, another mode, a CRC that does not match,
-a JPEG ...) is left to them, so every verdict is theirs.
+A Parquet image column holds its images' bytes one after another in one Arrow buffer.
+:func:`png_header_columns` walks the chunks of every image together with NumPy for the
+plain form nearly every PNG has (8-bit grey / RGB / RGBA ``IHDR``, ``IDAT`` chunks,
+``IEND``), giving what :mod:`~datarax.dataset.image_headers` gives; every other image is
+left to those functions, so every verdict is theirs.
 
 Example:
     >>> import io, numpy as np
@@ -46,9 +40,9 @@ _SMALLEST = 8 + 25 + 13 + 12
 
 
 def binary_values(array: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A ``pyarrow`` binary or text array without nulls (or a Hugging Face image ``{bytes,
-    path}`` struct array whose ``bytes`` hold every row) as its data buffer and each
-    value's start and size in it (no copy); None for any other array."""
+    """A ``pyarrow`` binary or text array without nulls (or an HF image struct array with
+    bytes in every row) as its data buffer and each value's start and size (no copy); None
+    for any other array."""
     import pyarrow as pa
 
     if isinstance(array, pa.ChunkedArray):
@@ -76,8 +70,7 @@ def _u32(data: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def _crc_ok(view: memoryview, data: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Whether the CRC-32 of each chunk ``data[lo:hi]`` (its type and data) is the one
-    stored after it."""
+    """Whether the CRC-32 of each chunk ``data[lo:hi]`` is the one stored after it."""
     chunks = map(view.__getitem__, map(slice, lo.tolist(), hi.tolist()))  # (no Python loop)
     computed = np.fromiter(map(crc32, chunks), np.int64, len(lo))
     return computed == _u32(data, hi)
@@ -88,9 +81,7 @@ def png_header_columns(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, 
     """For the images ``data[starts[i]:starts[i] + sizes[i]]`` (``data`` a uint8 array):
     ``known`` (bool per image), and where it is True the image's ``height``, ``width`` and
     ``channels`` as :func:`~datarax.dataset.image_headers.intact_image_header` (``whole``)
-    or :func:`~datarax.dataset.image_headers.read_image_header` (a prefix is enough) give
-    them for a plain 8-bit grey / RGB / RGBA PNG (see the module docstring). ``known``
-    False says nothing: such an image is left to those functions."""
+    or ``read_image_header`` give them. ``known`` False says nothing."""
     n = len(starts)
     known = np.zeros(n, bool)
     height = np.zeros(n, np.int64)
@@ -146,9 +137,7 @@ def png_header_columns(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, 
 
 
 def _encoded_images(column: Any) -> list[Any]:
-    """An image column's items as :func:`~datarax.dataset.images.readable_size` takes
-    them: a Hugging Face ``{bytes, path}`` column as each row's bytes, or its path where it
-    holds no bytes (read from the two child columns: no dict made per row)."""
+    """An image column's items as ``readable_size`` takes them."""
     import pyarrow as pa
 
     kind = column.type
@@ -162,10 +151,9 @@ def _encoded_images(column: Any) -> list[Any]:
 
 
 def image_column_sizes(column: Any, headers: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
-    """Height, width and whether grey of each image of an image column that opens, in
-    order, as :func:`~datarax.dataset.images.readable_size` reads them: intact plain
-    PNGs all together (:func:`png_header_columns`; their headers are added to ``headers``
-    for the write's check), the others one by one."""
+    """Height, width and whether grey of each image of an image column that opens, as
+    :func:`~datarax.dataset.images.readable_size` reads them (intact plain PNGs together,
+    their headers added to ``headers``)."""
     values = binary_values(column)
     if values is None:
         known = np.zeros(len(column), bool)

@@ -2,17 +2,12 @@
 
 :func:`read_image_header` gives what PIL would say of an image when it opens it (height,
 width, mode) from the header alone; :func:`intact_image_header` also checks the whole
-file's structure — every PNG chunk's CRC-32, ``IHDR`` first, the ``IDAT`` chunks, ``IEND``
-last; a JPEG's segments up to its scan and its end-of-image marker — which is how the
-converter checks an image it stores as it is (decoding each one cost more than reading
-and writing it).
+file's structure (every PNG chunk's CRC-32 and order; a JPEG's segments and end marker),
+which is how the converter checks an image it stores as it is, without a decode.
 
-Both answer None for anything they do not know for sure (a palette, 16 bits, a ``tRNS``
-chunk, an animated PNG, arithmetic coding, trailing bytes, more pixels than PIL's
-decompression-bomb limit ...): the caller then asks PIL, so such images are handled
-exactly as before. What only a decode finds — compressed pixels that are bad although
-every checksum matches, which only a faulty encoder writes — is found when the record
-is read (an undecodable image, named by record).
+Both answer None for anything they do not know for sure (a palette, 16 bits, ``tRNS``,
+trailing bytes, more pixels than PIL's decompression-bomb limit ...): the caller then
+asks PIL. Bad compressed pixels under matching checksums are found when the record is read.
 
 Example:
     >>> import io
@@ -53,17 +48,14 @@ _JPEG_FRAMES = {0xC0, 0xC1, 0xC2}
 #: JPEG segments that only carry tables or application data: DHT, DRI, APPn, COM (DQT apart)
 _JPEG_PLAIN_SEGMENTS = frozenset({0xC4, 0xDD, 0xFE, *range(0xE0, 0xF0)})
 _JPEG_MODES = {1: "L", 3: "RGB", 4: "CMYK"}
-#: ``PIL.Image.MAX_IMAGE_PIXELS`` as PIL sets it (a conversion of images kept as they
-#: are need not import PIL, ~50 ms a process, to learn it)
+#: ``PIL.Image.MAX_IMAGE_PIXELS`` as PIL sets it (no PIL import to learn it)
 PIL_MAX_IMAGE_PIXELS = int(1024 * 1024 * 1024 // 4 // 3)
 
 
 class ImageHeader(NamedTuple):
     """What an encoded image's header says: ``format`` (``"png"`` / ``"jpeg"``), its
-    ``height`` and ``width``, the PIL ``mode`` it opens in (``"L"``, ``"RGB"`` ...) and its
-    ``bits`` per channel (PIL opens a 16-bit colour PNG as ``"RGB"``, cut to 8 bits). A
-    named tuple: one is made per image a conversion checks (a frozen dataclass costs
-    several times more to make)."""
+    ``height`` and ``width``, the PIL ``mode`` it opens in and its ``bits`` per channel (PIL
+    opens a 16-bit colour PNG as ``"RGB"``). A named tuple: cheaper to make per image."""
 
     format: str
     height: int
@@ -73,10 +65,8 @@ class ImageHeader(NamedTuple):
 
 
 def read_image_header(data: bytes) -> ImageHeader | None:
-    """The header of PNG / JPEG bytes (a prefix of the file is enough) as PIL reads it
-    when opening the image: a PNG's chunks before its pixels are checksummed, a JPEG's
-    segments walked to its frame. None when the bytes are no image, or one PIL should
-    judge (see the module docstring)."""
+    """The header of PNG / JPEG bytes (a prefix of the file is enough) as PIL reads it;
+    None when the bytes are no image, or one PIL should judge."""
     if data.startswith(PNG_MAGIC):
         found = _png(data, whole=False)
     elif data.startswith(JPEG_MAGIC):
@@ -87,8 +77,8 @@ def read_image_header(data: bytes) -> ImageHeader | None:
 
 
 def intact_image_header(data: bytes) -> ImageHeader | None:
-    """The header of a whole PNG / JPEG file whose structure holds (see the module
-    docstring), in mode ``L``, ``RGB`` or ``RGBA`` at 8 bits per channel; None otherwise."""
+    """The header of a whole PNG / JPEG file whose structure holds, in mode ``L``, ``RGB``
+    or ``RGBA`` at 8 bits per channel; None otherwise."""
     if data.startswith(PNG_MAGIC):
         found = _png(data, whole=True)
         if found is None or found[1] != len(data):
@@ -107,14 +97,13 @@ def intact_image_header(data: bytes) -> ImageHeader | None:
 
 def pixel_limit() -> int | None:
     """``PIL.Image.MAX_IMAGE_PIXELS``: the most pixels PIL opens without its
-    decompression-bomb warning (PIL's default while PIL is not loaded: nothing changed it)."""
+    decompression-bomb warning."""
     image = sys.modules.get("PIL.Image")
     return PIL_MAX_IMAGE_PIXELS if image is None else image.MAX_IMAGE_PIXELS
 
 
 def _not_huge(header: ImageHeader) -> bool:
-    """Whether PIL opens an image this size without its decompression-bomb warning or
-    error (:func:`pixel_limit`), which it is left to give."""
+    """Whether PIL opens an image this size without its decompression-bomb warning."""
     limit = pixel_limit()
     return limit is None or header.height * header.width <= limit
 

@@ -1,13 +1,8 @@
 """Opening encoded images with Pillow, its decompression-bomb warning naming the image.
 
-Pillow warns (``DecompressionBombWarning``) when it opens an image of more pixels than
-``PIL.Image.MAX_IMAGE_PIXELS`` and refuses one of more than twice as many
-(``DecompressionBombError``). Its warning names no image, so among thousands of records it
-says nothing of which one. :func:`open_pil` opens an image as ``Image.open`` does and
-issues that warning again (through :mod:`warnings`, the same category, so filters on it
-still apply) with the image named: the file or record set by :func:`image_named` around
-the work. Pillow's settings are left as they are (its limit is read, never changed); its
-error is raised as it is, for the caller's error policy to name the record.
+Pillow's ``DecompressionBombWarning`` names no image. :func:`open_pil` opens an image as
+``Image.open`` does and issues that warning again (same category: filters still apply)
+naming the file or record set by :func:`image_named`. Pillow's settings are never changed.
 
 Example:
     >>> import io, warnings
@@ -57,10 +52,8 @@ def pil_image_module() -> ModuleType:
 
 
 def open_pil(data: bytes | str) -> Any:
-    """``PIL.Image.open`` of the encoded ``data`` (or the file at that path; lazy, as
-    Pillow's), its
-    ``DecompressionBombWarning`` issued again naming the image (:func:`image_named`);
-    any other warning raised meanwhile is issued again as it was."""
+    """``PIL.Image.open`` of the encoded ``data`` (or the file at that path), its
+    ``DecompressionBombWarning`` issued again naming the image (:func:`image_named`)."""
     Image = pil_image_module()
     where = data if isinstance(data, str) else _WHERE.get()  # a file names itself
     with _CATCHING, warnings.catch_warnings(record=True) as caught:

@@ -46,9 +46,7 @@ __all__ = ["deeper_than_8_bits", "image_payload", "stored_as_it_is"]
 
 
 def _lost_in_conversion(image: Any, channels: int) -> str | None:
-    """What converting ``image`` to ``channels`` channels would lose: its colours (to
-    grey) or its transparency (alpha dropped); None when nothing (grey to colour, an
-    opaque alpha, colour that is grey)."""
+    """What converting ``image`` to ``channels`` would lose; None: nothing."""
     has_alpha = image.mode in ("RGBA", "LA", "PA") or has_transparency(image)
     if channels != 4 and has_alpha and (np.asarray(image.convert("RGBA"))[..., 3] != 255).any():
         return "transparency (alpha channel)"
@@ -77,9 +75,7 @@ def deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
 
 
 def stored_as_it_is(f: Field, value: Any) -> bytes | None:
-    """The bytes of an encoded image that the field keeps as they are
-    (:func:`~datarax.dataset.fields.kept_image` of its size and channels); None leaves it
-    to PIL."""
+    """The bytes of an encoded image that the field keeps as they are; None leaves it to PIL."""
     kept = kept_image(value)
     height, width, channels = f.shape
     if kept is None or (

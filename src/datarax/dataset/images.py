@@ -64,9 +64,8 @@ def open_image(data: bytes) -> Any:
 
 
 def channels_of(image: Any) -> int:
-    """The channels a PIL image is stored with: 1 (grey), 4 (with alpha) or 3; 4 also for a
-    palette, grey or RGB image whose transparency (a PNG ``tRNS`` chunk, a GIF's transparent
-    colour) hides a pixel (:func:`has_transparency`)."""
+    """The channels a PIL image is stored with: 1 (grey), 4 (with alpha, or a transparent
+    colour a pixel uses: :func:`has_transparency`) or 3."""
     return 4 if has_transparency(image) else channels_of_mode(image.mode)
 
 
@@ -78,11 +77,10 @@ def has_transparency(image: Any) -> bool:
 
 
 def alpha_in_use(item: bytes | str, first: bytes | None = None) -> bool | None:
-    """Whether an encoded image (bytes, or the path of its file) hides a pixel with its
-    alpha channel or transparent colour: None when it has neither, False when every
-    pixel is opaque; OSError or ValueError when it is no image. ``first``: the first
-    :data:`HEADER_BYTES` of the file ``item``: a plain grey or colour PNG / JPEG header
-    answers None with no decode.
+    """Whether an encoded image (bytes, or its file's path) hides a pixel with its alpha
+    channel or transparent colour: None when it has neither, False when every pixel is
+    opaque; OSError or ValueError when it is no image. ``first``: the file's first
+    :data:`HEADER_BYTES`, read already.
 
     Example:
         >>> import io; from PIL import Image; out = io.BytesIO()
@@ -106,11 +104,9 @@ def alpha_in_use(item: bytes | str, first: bytes | None = None) -> bool | None:
 
 def alpha_unused(images: Iterable[Any]) -> bool:
     """Whether the first image has an alpha channel (or a transparent colour) that no
-    image uses: the rule by which a field of images has no alpha (an opaque RGBA image
-    is stored with 3 channels; a photo stays the JPEG it was). Each of ``images``: encoded
-    bytes, a file's path (its header read first), or None (no image); one that is no image
-    is passed over (its row is named when it is written). It reads on only while the
-    images so far have an alpha that no pixel uses.
+    image uses: then the field is stored with 3 channels. Each of ``images``: encoded
+    bytes, a file's path, or None; one that is no image is passed over (its row is named
+    when it is written).
 
     Example:
         >>> import io; from PIL import Image
@@ -163,9 +159,8 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def file_bytes(path: str, limit: int | None = None) -> bytes:
-    """The bytes of the file ``path`` (with ``limit``: up to its first ``limit`` bytes, in
-    one read), read with the operating system's calls alone (a Python file object costs
-    more than a small image's read).
+    """The bytes of the file ``path`` (with ``limit``: up to its first ``limit`` bytes), by
+    ``os.read`` (a Python file object costs more than a small image's read).
 
     Example:
         >>> import tempfile, os
@@ -193,10 +188,9 @@ def file_bytes(path: str, limit: int | None = None) -> bytes:
 
 def image_size_and_grey(item: bytes | bytearray | memoryview | str,
                         first: bytes | None = None) -> tuple[int, int, bool]:
-    """``(height, width, grey)`` of an encoded image (bytes, or the path of its file) as PIL
-    opens it, from its header (:func:`~datarax.dataset.image_headers.read_image_header`,
-    PIL's own reader where that does not know it); OSError or ValueError when it is none.
-    ``first``: the first :data:`HEADER_BYTES` bytes of the file ``item``, read already.
+    """``(height, width, grey)`` of an encoded image (bytes, or its file's path) as PIL opens
+    it, from its header; OSError or ValueError when it is none. ``first``: the file's first
+    :data:`HEADER_BYTES`, read already.
 
     Example:
         >>> import io; out = io.BytesIO()
@@ -227,8 +221,7 @@ def image_size_and_grey(item: bytes | bytearray | memoryview | str,
 @dataclasses.dataclass
 class ImageSizes:
     """The sizes of a column's images, gathered in order until nothing later changes its
-    :meth:`hint`: their heights and widths, whether the first is grey, whether any has
-    colour. A part of the rows gathers its own; :meth:`joined` adds parts up in order."""
+    :meth:`hint`; :meth:`joined` adds parts of the rows up in order."""
 
     heights: set[int] = dataclasses.field(default_factory=set)
     widths: set[int] = dataclasses.field(default_factory=set)
@@ -273,9 +266,8 @@ class ImageSizes:
 
 
 def readable_size(item: Any) -> tuple[int, int, bool] | None:
-    """:func:`image_size_and_grey` of an image column's item (bytes, a path, an HF image
-    dict); None for no image or one that cannot be opened (left to the writer, which
-    names its row)."""
+    """:func:`image_size_and_grey` of an image column's item; None for no image or one that
+    cannot be opened (the writer names its row)."""
     if isinstance(item, Mapping):
         item = item.get("bytes") or item.get("path")
     if item is None:

@@ -16,9 +16,7 @@ def _json_text(path: str) -> str:
 
 
 def _parsed(path: str) -> tuple[list[Any], str | None]:
-    """The values of a JSON Lines file (one a line) or of a file that is one JSON array,
-    and the first that is not a JSON object, and why (None: every one is one). OSError or
-    UnicodeDecodeError where the file cannot be read as text."""
+    """A JSON Lines file's values, and the first that is no object, and why."""
     text = _json_text(path)
     if text.lstrip().startswith("["):
         try:
@@ -53,8 +51,7 @@ def bad_json_line(path: str) -> str | None:
 
 class ParsedJsonLines:
     """The rows of a JSON Lines file ``pyarrow`` cannot read as one table (a column whose
-    type changes from row to row), parsed line by line so the writer names each row that
-    does not fit; it offers the parts of a table :class:`TableRows` reads.
+    type changes), parsed line by line so the writer names each row that does not fit.
 
     Example:
         >>> import os, tempfile

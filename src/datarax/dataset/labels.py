@@ -1,13 +1,9 @@
 """``LabelEncoder``: string labels to ``int32`` ids with a stable, saved vocabulary.
 
-A label field's class names and their ids, the concept a dataset field's ``class_names``
-stores (:mod:`datarax.dataset.fields`); also exported as ``datarax.sources.LabelEncoder``.
-
-Text stays on the host; an ``int32`` label field rides the compiled path. The
-vocabulary order is the contract: :meth:`LabelEncoder.fit` sorts the distinct labels
-(so ids depend neither on record order nor on the process) and id ``i`` is
-``vocabulary[i]``. Save it with the model (:meth:`~LabelEncoder.save`, a small JSON
-file) so evaluation decodes the same ids. An unknown label is refused, naming it.
+Also exported as ``datarax.sources.LabelEncoder``. :meth:`LabelEncoder.fit` sorts the
+distinct labels (ids depend neither on record order nor on the process); id ``i`` is
+``vocabulary[i]``. Save it with the model (:meth:`~LabelEncoder.save`) so evaluation
+decodes the same ids. An unknown label is refused, naming it.
 
 Example:
     >>> import numpy as np
@@ -41,7 +37,7 @@ VERSION = 1
 
 
 class LabelEncoder:
-    """A fixed vocabulary of labels; id ``i`` is ``vocabulary[i]`` (see the module docstring).
+    """A fixed vocabulary of labels; id ``i`` is ``vocabulary[i]``.
 
     Args:
         vocabulary: the labels, each once, in id order (``str``; ``bytes`` are decoded

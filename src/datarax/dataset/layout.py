@@ -55,9 +55,8 @@ def _lengths(count: int) -> struct.Struct:
 
 
 def little_endian(dtype: Any) -> np.dtype:
-    """``dtype`` stored little-endian, as the native dtype itself where the machine is
-    little-endian (``newbyteorder("<")`` would give an equal dtype spelt ``'<i4'``, which
-    JAX's dtype cache then hands back for every later ``int32``)."""
+    """``dtype`` stored little-endian, the native dtype itself on a little-endian machine
+    (an equal ``'<i4'`` would be handed back by JAX's dtype cache for every later int32)."""
     dtype = np.dtype(dtype)
     return dtype if np.little_endian else dtype.newbyteorder("<")
 _BIG_ENDIAN = np.dtype("=u4").byteorder == ">" or np.little_endian is False
@@ -77,9 +76,8 @@ def _numeric(f: Field, value: Any, row: int | None) -> np.ndarray:
 
 
 def _scalar_bytes(f: Field, value: Any) -> bytes | None:
-    """The bytes of a Python ``int`` in an ``int64`` scalar field (a label, an id) or a
-    finite ``float`` in a ``float32`` one, made without NumPy (the same bytes) when the
-    value fits (and its class names); None leaves it to :func:`_numeric`."""
+    """The bytes of a Python ``int`` in an ``int64`` scalar field or a finite ``float`` in
+    a ``float32`` one, without NumPy, when it fits; None leaves it to :func:`_numeric`."""
     kind = type(value)
     if f.shape != () or (kind is not int and kind is not float):
         return None
@@ -149,10 +147,8 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _plain_encoder(features: Features) -> Callable[[dict[str, Any]], bytes | None] | None:
     """For features of ``int64`` / ``float32`` scalars, text and images only: a function
-    giving the bytes of a record of exactly those fields, each an ``int`` / ``float`` that
-    fits (as :func:`_scalar_bytes`), a ``str`` or a kept image (:func:`stored_as_it_is`),
-    as :func:`encode_record` makes them, or None to leave the record to those checks,
-    which name what is wrong. Worked out once per features: the head in one ``struct``."""
+    giving :func:`encode_record`'s bytes of a plain record, or None to leave it to the
+    checks, which name what is wrong."""
     scalars: list[tuple[str, bool, int | None]] = []  # name, int64 (else float32), classes
     variable: list[tuple[str, Field | None]] = []  # name, the image field (None: text)
     for f in features.fields:
@@ -203,9 +199,8 @@ def _plain_encoder(features: Features) -> Callable[[dict[str, Any]], bytes | Non
 
 
 def encode_record(features: Features, record: Mapping[str, Any], *, row: int | None = None) -> bytes:
-    """One record's bytes in the layout of ``features`` (the same record, the same bytes);
-    ``row`` (the source row) is named in errors. A writer of many records takes
-    :func:`record_encoder` once instead.
+    """One record's bytes in the layout of ``features``; ``row`` (the source row) is named
+    in errors.
 
     Raises:
         RecordMismatchError: a field is missing or extra, or has the wrong dtype or
@@ -215,8 +210,8 @@ def encode_record(features: Features, record: Mapping[str, Any], *, row: int | N
 
 
 def record_encoder(features: Features) -> Callable[..., bytes]:
-    """:func:`encode_record` for records of ``features``, worked out once (a writer's
-    per-record call then hashes no features): ``encode(record, row=None)``.
+    """:func:`encode_record` for records of ``features``, worked out once:
+    ``encode(record, row=None)``.
 
     Example:
         >>> from datarax.dataset.fields import infer_features
@@ -239,8 +234,7 @@ def record_encoder(features: Features) -> Callable[..., bytes]:
 
 
 def _checked_record(features: Features, record: Any, row: int | None) -> bytes:
-    """:func:`encode_record` past the plain encoder: each field checked, and named where
-    it does not fit."""
+    """:func:`encode_record` past the plain encoder: each field checked."""
     if type(record) is dict and len(record) == len(features.fields) and (
             not features.variable_fields):
         try:  # exactly the features' raw fields (no per-record checks of keys)
@@ -305,8 +299,7 @@ def _checked_record(features: Features, record: Any, row: int | None) -> bytes:
 
 
 def _in_batch(index: int, n: int) -> str:
-    """A record as decode errors name it: ``record 3 of the batch``, or ``the record``
-    when it is the only one (a reader that decodes a bad record alone names its place)."""
+    """``record 3 of the batch``, or ``the record`` when it is the only one."""
     return "the record" if n == 1 else f"record {index} of the batch"
 
 
@@ -349,8 +342,7 @@ def _native(column: np.ndarray, dtype: np.dtype,
 
 @functools.lru_cache(maxsize=64)
 def _raw_layout(features: Features) -> tuple[tuple[str, int, int, np.dtype, np.dtype, tuple[int, ...]], ...]:
-    """Per raw field, worked out once per features: name, head offset, bytes, stored
-    (little-endian) dtype, native dtype, shape."""
+    """Per raw field: name, head offset, bytes, stored and native dtype, shape."""
     out = []
     offset = 0
     for f in features.raw_fields:

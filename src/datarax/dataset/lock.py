@@ -47,8 +47,7 @@ def folder_lock(dst: str | os.PathLike[str], *, error: type[Exception],
     it. A file (refused by the writer) and a URL (a bucket has no file locks) are not
     locked; without POSIX file locks only writers in this process are kept apart.
     """
-    # imported here: a writer's worker process, which takes no lock, need not import
-    # datarax.storage (0.03-0.04 s of CPU)
+    # imported here: a writer's worker process, which takes no lock, need not import storage
     from datarax.storage.urls import expand_user, is_remote
 
     dst = expand_user(dst)

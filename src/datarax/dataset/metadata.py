@@ -149,7 +149,7 @@ def write_metadata(directory: str | os.PathLike[str], info: DatasetInfo) -> str:
 def read_metadata(directory: str | os.PathLike[str], *,
                   storage_options: Mapping[str, Any] | None = None) -> DatasetInfo:
     """The :class:`DatasetInfo` of a dataset folder, local or a URL (``s3://bucket/ds``,
-    read with ``storage_options`` as in :mod:`datarax.storage.urls`)."""
+    read with ``storage_options``)."""
     # imported here: a writer's worker process need not import datarax.storage
     from datarax.storage.urls import expand_user, is_remote, join_url, read_json
 

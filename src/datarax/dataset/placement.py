@@ -1,11 +1,9 @@
 """Where a record goes in a dataset written in parallel: its shard and its place there.
 
-A writer whose records arrive in any order (:mod:`datarax.dataset.beam`) places them
-deterministically: numbered rows ``0 .. n-1`` in contiguous ranges, shard ``s`` holding
-rows ``s*n//shards .. (s+1)*n//shards - 1`` in order (as
-:func:`~datarax.dataset.writer.write_dataset` does); otherwise by a stable key
-(:class:`Keyer`: a field, a function of the record, or :func:`record_digest`), a record
-going to shard ``sha256(key) mod shards``, in :func:`key_order` there.
+Records arriving in any order (:mod:`datarax.dataset.beam`) are placed deterministically:
+numbered rows in contiguous ranges, as :func:`~datarax.dataset.writer.write_dataset`
+does; otherwise by a stable key (:class:`Keyer`) to shard ``sha256(key) mod shards``, in
+:func:`key_order` there.
 
 Example:
     >>> plan = make_plan(10, 3, numbered=True, per_shard=RECORDS_PER_SHARD)

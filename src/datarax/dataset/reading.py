@@ -129,11 +129,9 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
     """The remote files ``paths`` (URLs) names, and their dataset's metadata if any.
 
     With ``dataset``, a URL of a folder holding :data:`METADATA_FILE` (or a glob / list of
-    its shards) is a dataset: its files come with the SHA-256, size and record count of
-    the metadata, unlisted (with ``versions``: with the version tag one listing of the
-    folder gives, which their reads are then tied to). Otherwise the URLs and globs are listed (sizes, version tags),
-    a single URL of a dataset folder still giving its shards. Requests are retried, the
-    retries counted in ``stats``.
+    its shards) is a dataset: its files come with the metadata's SHA-256, size and record
+    count, unlisted (with ``versions``: tied to the version one listing gives). Otherwise
+    the URLs and globs are listed. Retries are counted in ``stats``.
 
     Example:
         >>> import fsspec, numpy as np, os, tempfile
@@ -190,9 +188,8 @@ def _shards_of(folder: str, info: DatasetInfo, versions: bool,
                storage_options: Mapping[str, Any] | None, stats: StorageStats | None,
                listed: list[RemoteObject] | None = None) -> list[RemoteObject]:
     """The remote shards of the dataset in ``folder`` (those ``listed``, default: all) as
-    its metadata gives them; with ``versions`` each with its version in the store now
-    (the listing's, else one listing of the folder): their reads are tied to it, a shard
-    replaced after the build is refused (:func:`~datarax.storage.urls.with_versions`)."""
+    its metadata gives them; with ``versions`` each tied to its version in the store now
+    (:func:`~datarax.storage.urls.with_versions`)."""
     known = {s.file: s for s in info.shards}
     etags = {o.name: o.etag if versions else None for o in listed or ()}
     shards = [RemoteObject(join_url(folder, n), known[n].bytes, etags.get(n), known[n].sha256,

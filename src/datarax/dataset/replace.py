@@ -1,14 +1,11 @@
 """Replacing a dataset (``overwrite=True``): the new one is written beside it, swapped in
 once complete.
 
-``write_dataset(..., overwrite=True)`` into a folder ``DST`` that holds a dataset
-(finished or not) writes the new one into the sibling folder :func:`beside`
-(``.DST.datarax-partial-overwrite``, on the same file system), and only once it is
-complete (its metadata written) renames the old dataset's files aside into
-:func:`aside`, the new ones in (the metadata file last), and removes the old ones. A write
-that fails or is interrupted leaves ``DST`` as it was and removes the sibling; one killed
-outright leaves the sibling, removed by the next overwrite. Other files in ``DST`` (and
-its write lock) stay where they are.
+The new dataset is written into the sibling folder :func:`beside` (same file system);
+once complete, the old files are renamed into :func:`aside`, the new ones in (the
+metadata file last), and the old ones removed. A write that fails leaves ``DST`` as it
+was; a sibling left by a killed write is removed by the next overwrite. Other files in
+``DST`` stay.
 
 Example:
     >>> import os, tempfile
@@ -64,8 +61,8 @@ def remove_folder(path: str) -> None:
 
 
 def swap_in(new: str, dst: str) -> None:
-    """Replace the dataset in ``dst`` by the complete one in ``new`` (see the module
-    docstring); on an error every file is moved back where it was and it is raised."""
+    """Replace the dataset in ``dst`` by the complete one in ``new``; on an error every file
+    is moved back and it is raised."""
     old = aside(dst)
     remove_folder(old)
     os.mkdir(old)

@@ -1,13 +1,9 @@
 """``ResizedRows``: the rows of another reader with every encoded image resized.
 
-What ``datarax convert --resize`` writes: an ``int`` resizes each image's shorter side
-to it (torchvision's ``Resize(int)``; the sizes still vary, so the field keeps ``None``
-dimensions and is read with :func:`datarax.decode_images`); ``(height, width)`` resizes
-to exactly that (a fixed-shape field, read with no ``decode=``). An image keeps its
-format (JPEG re-encoded at quality 95, PNG losslessly) and its channels; a JPEG is
-decoded at a DCT scale where that leaves at least the new size
-(:mod:`datarax.dataset.image_decode`). Values that are not encoded images pass as
-they are.
+What ``datarax convert --resize`` writes: an ``int`` resizes each image's shorter side to
+it (torchvision's ``Resize(int)``; the field keeps ``None`` dimensions); ``(height,
+width)`` resizes to exactly that. An image keeps its format (JPEG at quality 95, PNG
+losslessly) and its channels. Values that are not encoded images pass as they are.
 
 Example:
     >>> import io
@@ -84,8 +80,7 @@ def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
 
 
 class ResizedRows(Rows):
-    """``rows`` with each encoded image value (PNG / JPEG bytes, a Hugging Face image
-    dict) resized to ``resize`` (see the module docstring)."""
+    """``rows`` with each encoded image value resized to ``resize``."""
 
     def __init__(self, rows: Rows, resize: int | tuple[int, int]) -> None:
         self.rows = rows
@@ -114,8 +109,7 @@ class ResizedRows(Rows):
         return self.rows.row_name(row)
 
     def check_images(self) -> None:
-        """Refuse rows whose first row holds no encoded image (PNG / JPEG bytes, an image
-        file, an image dict): there would be nothing to resize (arrays of pixels, text)."""
+        """Refuse rows whose first row holds no encoded image: nothing would be resized."""
         first = next(iter(self.rows.iter_rows(0, 1)), None)
         if first is None or any(_is_image(v) for v in first.values()):
             return

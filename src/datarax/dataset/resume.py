@@ -1,21 +1,14 @@
 """Resuming an interrupted write: the run file, and the check of the shards it finished.
 
 A write keeps ``DST/.datarax-partial/run.json`` (:data:`RUN_FILE`): its fingerprint and
-what it was made of (features, shard count and bounds, row count, source, ``on_error``).
-``resume=True`` (``--resume``) keeps a finished shard only when it still holds what the
-input gives for its rows: :func:`check_finished_shards` reads those rows again, encodes
-them and compares them with the shard's records and skipped rows, before anything is
-written. So an input edited between the runs is refused, naming the first shard it
-changed, rather than mixed into one dataset; a fix to a row of an unfinished shard (what
-a bad row's error asks for) resumes. The check reads the finished shards' input once
-more (no writing); the write itself records nothing extra.
+what it was made of. ``resume=True`` keeps a finished shard only when it still holds what
+the input gives for its rows (:func:`check_finished_shards` re-encodes them and compares,
+before anything is written), so an input edited between the runs is refused, naming the
+first shard it changed, while a fix to a row of an unfinished shard resumes.
 
-Other rules (:func:`prepare_destination`): a partial folder without a run file is a
-write killed before it began (nothing written), started again from scratch; a run file
-of other options with no finished shard is replaced; ``on_error`` may change between
-the runs (the check covers what it changes); a finished dataset is kept as it is when
-written from the same input and options (its metadata's ``written_with`` and features),
-else refused naming each that differs, then and now.
+:func:`prepare_destination`: a partial folder without a run file is started again; a run
+file of other options with no finished shard is replaced; a finished dataset is kept when
+written from the same input and options, else refused naming each difference.
 
 Example:
     >>> import tempfile, os
@@ -153,9 +146,8 @@ def written_with(parts: Mapping[str, Any]) -> dict[str, Any]:
 
 def finished_run(meta: Mapping[str, Any], parts: Mapping[str, Any]) -> dict[str, Any]:
     """The saved run of a finished dataset's metadata ``meta`` (as the run file holds it),
-    to compare with this run's ``parts``. Metadata of an older datarax, without
-    ``written_with``, gives what its shards and skipped rows tell (this run's value for
-    the rest, so only what is known to differ is named)."""
+    to compare with this run's ``parts`` (older metadata: what its shards tell, this run's
+    value for the rest)."""
     extra = meta.get("extra") if isinstance(meta.get("extra"), Mapping) else {}
     kept = extra.get("written_with")
     if isinstance(kept, Mapping):
@@ -176,8 +168,7 @@ def finished_run(meta: Mapping[str, Any], parts: Mapping[str, Any]) -> dict[str,
 
 def _differences(saved: Mapping[str, Any], fingerprint: str, parts: Mapping[str, Any],
                  may_change: tuple[str, ...] = _MAY_CHANGE) -> list[str]:
-    """What differs between the saved run and this one, in words (empty: nothing that
-    matters; a run file without parts, of an older datarax, compares fingerprints)."""
+    """What differs between the saved run and this one, in words (empty: nothing that matters)."""
     old = saved.get("parts")
     if not isinstance(old, Mapping):
         return ([] if saved.get("fingerprint") == fingerprint
@@ -216,8 +207,7 @@ def _field(spec: Mapping[str, Any]) -> str:
 
 
 def finished_shards(dst: str, shards: int) -> dict[int, dict[str, Any]]:
-    """The summaries of the shards of ``dst`` a write finished (renamed to their final
-    name, their summary kept in the partial folder), by shard index."""
+    """The summaries of the shards of ``dst`` a write finished, by shard index."""
     done = {}
     for s in range(shards):
         name = shard_name(s, shards)
@@ -299,8 +289,7 @@ def _refusal(dst: str, rows: Rows, bounds: tuple[int, ...], s: int, why: str,
 
 def _check_shard(reader: Any, rows: Rows, features: Features, lo: int, hi: int, on_error: str,
                  skipped: list[Mapping[str, Any]], report: Callable[[int], None] | None) -> None:
-    """Raise :class:`_Changed` at the first of the rows ``lo..hi-1`` whose record (or
-    skipped entry) differs from what the shard ``reader`` holds."""
+    """Raise :class:`_Changed` at the first row that differs from the shard."""
     held = reader.num_records()
     skips = {int(item["row"]): item.get("field") for item in skipped}
     at, chunk, start = 0, [], 0  # next shard record; records read ahead, from ``start``

@@ -42,9 +42,7 @@ class Rows:
     #: whether :meth:`hints` reads every row, in parts that :meth:`probe` reads (so
     #: worker processes can share that reading; :meth:`use_probes` takes their parts)
     probes_rows: bool = False
-    #: what the data's own schema says of its fields (class names, an encoding): the
-    #: :meth:`hints` of rows that read nothing more, and the class names of its own
-    #: that :meth:`name_classes` keeps (a Hugging Face ``ClassLabel``, a category column)
+    #: what the data's own schema says of its fields (class names, an encoding)
     schema_hints: Mapping[str, Mapping[str, Any]] = {}
 
     def iter_rows(self, start: int, stop: int | None) -> Iterator[Mapping[str, Any]]:
@@ -54,9 +52,8 @@ class Rows:
         return self.schema_hints
 
     def tables(self, start: int, stop: int) -> Iterator[Any] | None:
-        """Rows ``start..stop-1`` as consecutive ``pyarrow`` table slices (whose
-        ``to_pylist()`` rows are :meth:`iter_rows`'), for a writer that encodes whole
-        columns at once; None for rows that are not read as columns."""
+        """Rows ``start..stop-1`` as consecutive ``pyarrow`` table slices; None for rows
+        that are not read as columns."""
         return None
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
@@ -77,11 +74,9 @@ class Rows:
         return f"row {row}"
 
     def name_classes(self, class_names: Mapping[str, Sequence[str]]) -> None:
-        """Take the class names given for label fields (``class_names=`` or ``features=``)
-        before any row is read: rows whose labels come from names (an image folder's class
-        folders) then label by position in them; rows of integer labels keep theirs, and
-        refuse names that would name their :attr:`schema_hints`' classes otherwise
-        (:func:`check_own_class_names`)."""
+        """Take the class names given for label fields before any row is read: rows whose
+        labels come from names (an image folder's) then label by position in them; rows
+        of integer labels keep theirs (:func:`check_own_class_names`)."""
         own = {name: hint["class_names"] for name, hint in self.schema_hints.items()
                if "class_names" in hint}
         check_own_class_names(self.description, own, class_names)
@@ -139,10 +134,9 @@ class IterableRows(Rows):
 
 def check_own_class_names(description: str, own: Mapping[str, Sequence[str]],
                           given: Mapping[str, Sequence[str]]) -> None:
-    """Refuse class names ``given`` for a label field whose rows number their labels by
-    class names of their own (``own``: a ``ClassLabel``), where they would name those
-    labels otherwise: another count of names, or a name of its own at another position.
-    (New names for the same count, none of them its own, rename the classes.)"""
+    """Refuse class names ``given`` for a label field with class names of its own (``own``)
+    where they would name its labels otherwise (another count, or one of its names at
+    another position); new names for the same count rename the classes."""
     for field, names in given.items():
         mine, names = own.get(field), [str(n) for n in names]
         if mine is None or list(mine) == names:
@@ -208,9 +202,8 @@ def _list_levels(kind: Any) -> tuple[list[int | None], Any]:
 
 def list_hints(schema: Any, arrays: Callable[[str], Iterable[Any]],
                description: str) -> dict[str, dict[str, Any]]:
-    """:func:`list_hint` of each list-of-numbers column of the Arrow ``schema``, over
-    every value (``arrays(name)``: the column's values in pieces); ``description`` names
-    the rows in the error for a column that cannot be read."""
+    """:func:`list_hint` of each list-of-numbers column of the Arrow ``schema``
+    (``arrays(name)``: the column's values in pieces); ``description`` names the rows."""
     from datarax.dataset.write_outcome import ConversionError
 
     out: dict[str, dict[str, Any]] = {}
@@ -363,9 +356,8 @@ class _SourceRows(Rows):
 
 
 class DataFrameRows(Rows):
-    """Rows of a pandas ``DataFrame``: one record a row, its columns the fields (values as
-    Python numbers and ``str``, as a table file's; a ``category`` column as class labels,
-    :mod:`~datarax.dataset.categories`)."""
+    """Rows of a pandas ``DataFrame``: one record a row (a ``category`` column as class
+    labels, :mod:`~datarax.dataset.categories`)."""
 
     def __init__(self, frame: Any) -> None:
         self.frame = frame

@@ -1,16 +1,10 @@
 """Parsed ``pyarrow`` tables handed to worker processes through a memory-mapped file.
 
-A JSON Lines / CSV file is parsed once, by the main process; its worker processes get
-the parsed tables. Pickled, a table of 200,000 short rows (27 MB) cost the main process
-0.12 s to copy, the pipe as long again, and the worker 0.2-0.4 s to copy back before it
-wrote a row, while the main process wrote its own shards. :class:`SharedTables` writes
-the tables once into Arrow IPC files (a copy of their buffers, ~0.02 s for 27 MB) and
-pickles as their paths: a worker maps the files and reads the tables without a copy.
-On Linux each file is unlinked as soon as it is written, the main process holding it
-open: a worker opens it through ``/proc/<pid>/fd/<fd>``, and a process killed before
-its clean-up leaves no file behind. Elsewhere the files are removed when the
-:class:`SharedTables` of the main process is garbage collected (or at exit). A worker's
-map stays readable after either.
+A JSON Lines / CSV file is parsed once, by the main process. :class:`SharedTables` writes
+the tables once into Arrow IPC files and pickles as their paths: a worker maps them with
+no copy (pickling a table costs both processes copies). On Linux each file is unlinked as
+soon as written and opened through ``/proc/<pid>/fd/<fd>``, so a killed process leaves no
+file; elsewhere the files are removed when the owner's object is collected.
 
 Example:
     >>> import pickle, pyarrow as pa
@@ -76,7 +70,7 @@ def _write(table: Any) -> str:
 
 class SharedTables:
     """Tables written once to Arrow IPC files (:meth:`of`), read back mapped in any
-    process (:meth:`tables`); see the module docstring."""
+    process (:meth:`tables`)."""
 
     def __init__(self, paths: Sequence[str], owner: bool = False,
                  fds: Sequence[int] = ()) -> None:

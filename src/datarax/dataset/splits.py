@@ -22,8 +22,7 @@ SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 
 
 def note_split(rows: Rows, splits: Sequence[str], asked: str | None, chosen: str | None) -> Rows:
-    """``rows``, noting the split taken when none was asked for and SRC holds others
-    (``rows.split_choice``: the split and the others, which the CLI names)."""
+    """``rows``, noting the split taken when none was asked for and SRC holds others."""
     if asked is None and chosen is not None and len(splits) > 1:
         others = sorted(s for s in splits if s != chosen)
         rows.split_choice = (chosen, others)  # type: ignore[attr-defined]

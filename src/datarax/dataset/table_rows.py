@@ -35,8 +35,7 @@ _SENT_TABLE_BYTES = 256 * 2**20  # parsed tables up to this size go to worker pr
 
 
 def _bad_text_as_bytes(table: Any) -> Any:
-    """``table`` with each text column that holds bytes that are not UTF-8 (``pyarrow``'s
-    JSON reader does not check) as a bytes column, whose bad rows are then named."""
+    """``table`` with each text column holding non-UTF-8 bytes as bytes."""
     import pyarrow as pa
 
     for i, field in enumerate(table.schema):
@@ -49,8 +48,7 @@ def _bad_text_as_bytes(table: Any) -> Any:
 
 
 def _dates_as_text(table: Any, path: str, kind: str) -> Any:
-    """``table`` with each column ``pyarrow`` read as dates, times or timestamps from text
-    as that text, as written (no field holds a date; text keeps every digit)."""
+    """``table`` with each date / time column read back as its text."""
     import pyarrow as pa
 
     dated = [field.name for field in table.schema if pa.types.is_temporal(field.type)]
@@ -107,8 +105,7 @@ def _whole_numbers_beyond_int64(table: Any, path: str, kind: str) -> Any:
 
 def _largest_magnitude(column: Any) -> float | None:
     """The largest magnitude in a float column, nulls and NaNs left out (None: no value),
-    read from Arrow's buffers by NumPy (``pyarrow.compute`` or ``to_numpy`` import pandas
-    or compute's kernels: 0.3-0.6 s of CPU a process)."""
+    by NumPy on Arrow's buffers (``pyarrow.compute`` would import its kernels or pandas)."""
     import numpy as np
 
     values = np.abs(arrow_numbers(column))
@@ -117,8 +114,7 @@ def _largest_magnitude(column: Any) -> float | None:
 
 
 def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
-    """The column ``name`` of a CSV / JSON Lines file as Python ints (None: missing), or
-    None when a value is not a whole number as written."""
+    """Column ``name`` as ints (None: missing), or None if one is not whole."""
     import re
 
     if kind == "json":
@@ -147,8 +143,7 @@ def _literal_values(path: str, kind: str, name: str) -> list[int | None] | None:
 
 
 def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
-    """The column ``name`` of Parquet files, a row group at a time (``iter_batches``
-    joins row groups into batches of 65,536 rows: a copy of the column)."""
+    """The column ``name`` of Parquet files, a row group at a time (no copy)."""
     import pyarrow.parquet as pq
 
     for f in files:
@@ -158,8 +153,7 @@ def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
 
 
 def _parquet_schema(path: str) -> Any:
-    """The schema of a Parquet file (``pyarrow.parquet`` is imported for Parquet only:
-    0.03 s of CPU a process)."""
+    """The schema of a Parquet file (``pyarrow.parquet`` imported for Parquet only)."""
     import pyarrow.parquet as pq
 
     return pq.read_schema(path)
@@ -195,10 +189,8 @@ class TableRows(Rows):
         self.length = int(sum(self._counts))
 
     def __getstate__(self) -> dict[str, Any]:
-        # a worker process gets the JSON Lines / CSV tables parsed here when they are small
-        # enough to copy (parsing again costs more), through files it maps
+        # a worker gets the JSON Lines / CSV tables parsed here when small enough to copy
         # (:mod:`~datarax.dataset.shared_tables`); else it parses the files itself
-        # (the probe's image headers stay here: a worker checks its own images)
         state = {**self.__dict__, "_headers": {}}
         tables = self._tables
         if tables is not None and not (all(hasattr(t, "nbytes") for t in tables)
@@ -271,8 +263,7 @@ class TableRows(Rows):
         return self._hints
 
     def _uint64_hints(self) -> dict[str, dict[str, Any]]:
-        """A ``uint64`` column stays ``uint64`` (a Python int would infer ``int64``, which
-        does not hold its values from 2**63 on)."""
+        """A ``uint64`` column stays ``uint64`` (an int would infer ``int64``)."""
         import pyarrow as pa
 
         schemas = ([_parquet_schema(self.files[0])] if self.kind == "parquet"
@@ -285,8 +276,7 @@ class TableRows(Rows):
         return {name: {"shape": (), "dtype": "uint64"} for name in sorted(names)}
 
     def _binary_image_hints(self) -> dict[str, dict[str, Any]]:
-        """A Parquet binary column of PNG / JPEG images (no Hugging Face schema) follows an
-        image folder's alpha rule too (:func:`~datarax.dataset.images.alpha_unused`)."""
+        """A Parquet binary column of images follows the alpha rule too."""
         if self.kind != "parquet":
             return {}
         import pyarrow as pa
@@ -304,8 +294,7 @@ class TableRows(Rows):
         return out
 
     def _number_hints(self) -> dict[str, dict[str, Any]]:
-        """A JSON Lines / CSV column of whole numbers in one file and of fractions in
-        another is a float column, as ``pyarrow`` makes it within one file."""
+        """Whole numbers in one file and fractions in another: a float column."""
         if self.kind == "parquet" or len(self.files) < 2:
             return {}
         import pyarrow as pa
@@ -353,10 +342,8 @@ class TableRows(Rows):
         return hints
 
     def image_headers(self, start: int, stop: int) -> dict[str, tuple[Any, ...]] | None:
-        """The headers of rows ``start..stop-1``'s intact plain PNGs the image probe read
-        (known, height, width, channels per row; see
-        :func:`~datarax.dataset.image_header_columns.png_header_columns`), by image
-        column, for the write's check; None where the probe did not read them all."""
+        """The headers of rows ``start..stop-1``'s intact plain PNGs the image probe read,
+        by image column; None where the probe did not read them all."""
         import numpy as np
 
         out = {}
@@ -369,8 +356,7 @@ class TableRows(Rows):
         return out or None
 
     def _text_hints(self) -> dict[str, dict[str, Any]]:
-        """A JSON Lines / CSV column that ``pyarrow`` reads as bytes holds text that is not
-        UTF-8: it stays a text field, so its bad rows are named (or skipped)."""
+        """A column of non-UTF-8 text stays text, so its bad rows are named."""
         import pyarrow as pa
 
         return {field.name: {"encoding": "utf8"} for table in self._load() for field in table.schema

@@ -34,8 +34,7 @@ def resolve_features(records: Any, features: Features | None = None, *,
                      skip: bool = False) -> Features:
     """The :class:`~datarax.dataset.fields.Features` ``records`` are written with:
     ``features`` (plus ``class_names``), or inferred from the first record and the
-    source's schema (with ``skip``, as for ``on_error="skip"``: the first of the first 100
-    rows that describes its fields).
+    source's schema (with ``skip``: the first of the first 100 rows that describes them).
 
     Example:
         >>> [f.encoding for f in resolve_features([{"t": "a", "x": 1.5}]).fields]
@@ -46,7 +45,6 @@ def resolve_features(records: Any, features: Features | None = None, *,
     names = {k: v["class_names"] for k, v in hints.items() if "class_names" in v}
     names.update(class_names or {})
     if features is None:
-        # the first row, or with skip the first of the first rows that describes its fields
         tries = _INFER_TRIES if skip and rows.random_access else 1
         first_error: ConversionError | None = None
         tried = 0
@@ -98,8 +96,7 @@ def _first_row_error(rows: Rows, row: int, err: RecordMismatchError, skip: bool)
 
 def name_row_classes(rows: Rows, features: Features | None,
                      class_names: Mapping[str, Sequence[str]] | None) -> None:
-    """Hand ``rows`` the class names given, by ``class_names=`` or a field of ``features=``,
-    before any row is read or sent to a worker (:meth:`Rows.name_classes`)."""
+    """Hand ``rows`` the class names given before any row is read (:meth:`Rows.name_classes`)."""
     given = dict(class_names or {})
     if isinstance(features, Features):  # a field's own names win, as in resolve_features
         given.update({f.name: f.class_names for f in features.fields if f.class_names is not None})
@@ -123,8 +120,7 @@ def _check_class_names(class_names: Mapping[str, Sequence[str]] | None, features
 
 
 def _hinted(field: Field, hint: Mapping[str, Any]) -> Field:
-    """``field`` as the source's schema describes it (text, image, image sizes, a list
-    column's shape and dtype over every row)."""
+    """``field`` as the source's schema describes it."""
     if hint.get("encoding") == "utf8" and field.encoding == "varlen" and field.dtype == "uint8":
         return dataclasses.replace(field, dtype="str", shape=(), encoding="utf8")
     if hint.get("image") and field.encoding == "raw" and field.dtype == "uint8" and (

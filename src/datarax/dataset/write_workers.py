@@ -1,19 +1,11 @@
 """The worker processes of ``write_dataset(workers=n)``: started first, then given work.
 
-:class:`WorkerPool` spawns ``n - 1`` processes as soon as the rows are known, so their
-start (an interpreter, NumPy, array_record) overlaps the main process's own start of the
-write (reading the rows' schema, inferring the features); the main process is the first
-of the ``n`` and works too. A worker then takes tasks in turn: reading parts of what the
-rows' hints need from every row (:meth:`Rows.probe <datarax.dataset.rows.Rows.probe>`,
-e.g. every image's header; the main process takes parts too, while its workers start),
-then writing its shards. Shard ``todo[i]`` goes to process ``i % n`` (0: the main one), so
-which process writes a shard never changes its bytes. A worker ends with its main process
-(killed or not), and a worker that dies or fails ends the write with its error (the main
-process looks for one each time it reports progress, and while it waits).
-
-A pool may also be started before its rows are opened (``WorkerPool(n)``, then
-:meth:`WorkerPool.send_rows`): :func:`~datarax.dataset.conversion.convert` starts its
-workers before it parses the input, so their start overlaps that work too.
+:class:`WorkerPool` spawns ``n - 1`` processes early (``convert`` even before it opens the
+input: :meth:`WorkerPool.send_rows`), so their start overlaps the main process's; the main
+process is the first of the ``n`` and works too. Workers probe parts of the rows
+(:meth:`Rows.probe <datarax.dataset.rows.Rows.probe>`), then write their shards: shard
+``todo[i]`` by process ``i % n``, which never changes its bytes. A worker ends with its
+main process, and one that dies or fails ends the write with its error.
 """
 
 from __future__ import annotations
@@ -38,10 +30,8 @@ _PROBE_ROWS = 1024  # rows a probe part reads
 
 def _probe_parts(rows: Rows, taken: Any, parts: int, owned: list[list[int]], me: int,
                  put: Callable[[int, Any], None]) -> None:
-    """Probe part after part of ``rows`` (:func:`_part`): first the parts of process
-    ``me``'s own rows (``owned[me]``, the rows it will write), then those of the others
-    not taken yet, until none is left (``taken[q]``: how many of ``owned[q]`` a process
-    has taken)."""
+    """Probe part after part of ``rows``: first those of process ``me``'s own rows
+    (``owned[me]``), then the others' not taken yet (``taken[q]``: how many of ``owned[q]``)."""
     for q in [me, *(q for q in range(len(owned)) if q != me)]:
         while True:
             with taken.get_lock():
@@ -59,10 +49,8 @@ def _part(count: int, parts: int, part: int) -> tuple[int, int]:
 
 def _serve(tasks: Any, messages: Any, counter: Any, parent: int,
            preload: tuple[str, ...] = ()) -> None:
-    """A worker process: import the modules ``preload`` names (while its rows are still
-    being opened), take its rows from ``tasks``, then run the tasks that follow until
-    None, reporting through ``messages`` (``("probed", (part, value))``, the writer's
-    reports, ``("idle", None)`` after each task, ``("error", text)``)."""
+    """A worker process: import ``preload``, take its rows from ``tasks``, then run the
+    tasks that follow until None, reporting through ``messages``."""
     end_with_parent(parent)  # killed: nobody would finish the dataset, and a resumed
     # run must not find it still writing a shard
     try:
@@ -104,10 +92,8 @@ def _died(exit_code: int) -> str:
 
 class WorkerPool:
     """``workers - 1`` spawned processes holding a copy of ``rows`` (given here, or later
-    to :meth:`send_rows`), this process the first of the ``workers`` (see the module
-    docstring); use it as a context manager (its processes end with the block). Each
-    imports the modules ``preload`` names before it waits for its rows (what its write
-    will need: their import then overlaps the opening of the rows, not the write)."""
+    to :meth:`send_rows`), this process the first; a context manager (its processes end
+    with the block). Each imports ``preload`` while it waits for its rows."""
 
     def __init__(self, workers: int, rows: Rows | None = None,
                  preload: tuple[str, ...] = ()) -> None:
@@ -169,11 +155,9 @@ class WorkerPool:
             p.join()
 
     def probe(self, rows: Rows, shards: int = 1, rows_per_part: int = _PROBE_ROWS) -> list[Any]:
-        """``rows.probe`` over consecutive parts of ``rows``, in order. Each process
-        first takes the parts of the rows it will write (of ``shards`` contiguous shards,
-        shard ``s`` by process ``s % workers``: what a probe reads, such as a small file
-        read whole, it may keep for its write), then helps with the parts others have not
-        taken (this one starts while its workers start)."""
+        """``rows.probe`` over consecutive parts of ``rows``, in order; each process first
+        takes the parts of the rows it will write (it may keep what it read), then helps
+        with the others'."""
         count = rows.length or 0
         parts = max(1, -(-count // rows_per_part))
         owned: list[list[int]] = [[] for _ in range(self.workers)]
@@ -199,8 +183,7 @@ class WorkerPool:
     def write(self, write: Callable[..., None], job: Any, rows: Rows, todo: list[int],
               report: Callable[[str, Any], None]) -> None:
         """The shards ``todo``, shard ``todo[i]`` by process ``i % workers`` (0: this one):
-        ``write(job, rows, shards, report)`` in each (a module-level function: it goes by
-        name). Here each report also hands on the workers' messages so far."""
+        ``write(job, rows, shards, report)`` in each (a module-level function)."""
         n = self.workers
         busy = [w for w in range(1, n) if todo[w::n]]
         for w in busy:
@@ -217,9 +200,8 @@ class WorkerPool:
 
     def _collect(self, finished: Callable[[], bool],
                  handlers: dict[str, Callable[[str, Any], None]], *, wait: bool = True) -> None:
-        """Hand the workers' messages to ``handlers`` until ``finished()`` (``wait=False``:
-        those already sent, no wait); a worker's error or death ends the others and
-        raises ConversionError."""
+        """Hand the workers' messages to ``handlers`` until ``finished()``; a worker's error
+        or death ends the others and raises ConversionError."""
         while not finished():
             try:
                 kind, value = self.messages.get(timeout=0.2) if wait else self.messages.get_nowait()
@@ -236,8 +218,7 @@ class WorkerPool:
             handlers[kind](kind, value)
 
     def _fail(self, error: str) -> None:
-        """End the workers and raise ``error`` (a ConversionError saying what to do:
-        :attr:`after_failure`)."""
+        """End the workers and raise ``error`` (a ConversionError)."""
         for p in self.procs:
             p.terminate()
         raise ConversionError(f"{error.rstrip('.')}. ({self.after_failure})")

@@ -184,9 +184,8 @@ def _write_ranges(job: _Job, rows: Rows, shards: Sequence[int],
 
 
 def _write_rows(shard: _ShardWriter, rows: Rows, lo: int, hi: int) -> Iterator[int]:
-    """Write rows ``lo..hi-1`` into ``shard``, yielding how many each step wrote: a table's
-    rows a slice at a time where its columns encode at once (the same bytes), else (and
-    for a slice holding a value the column encoder leaves to the checks) row by row."""
+    """Write rows ``lo..hi-1`` into ``shard``, yielding how many each step wrote (a table's
+    slice at a time where its columns encode at once, else row by row)."""
     encode = column_encoder(shard.job.features)
     tables = rows.tables(lo, hi) if encode is not None else None
     if tables is None:
@@ -232,8 +231,7 @@ def _write_round_robin(job: _Job, rows: Rows, report: Callable[[str, Any], None]
 
 
 def refuse_url_destination(dst: Any, where: str) -> None:
-    """A ConfigError when ``dst`` is a URL: the local writer writes local folders only (a
-    URL taken as a relative path would land in a folder named after its scheme)."""
+    """A ConfigError when ``dst`` is a URL: the local writer writes local folders only."""
     from datarax.storage.urls import is_remote  # (a worker process need not import storage)
 
     if is_remote(dst):
@@ -280,10 +278,8 @@ def write_dataset(
         class_names: class names per label field (stored in the metadata).
         progress: show a progress bar (``tqdm``).
         extra: JSON stored under the metadata's ``extra``.
-        pool: worker processes started before ``records`` were opened (a
-            :class:`~datarax.dataset.write_workers.WorkerPool` of ``workers`` processes
-            without rows, whose start then overlaps the opening; the caller ends it), used
-            where ``workers`` would start them.
+        pool: a :class:`~datarax.dataset.write_workers.WorkerPool` of ``workers`` processes
+            started before ``records`` were opened (the caller ends it).
 
     Raises:
         ConfigError: ``dst`` is a URL (``s3://``, ``gs://`` ...): this writer writes a local
@@ -354,8 +350,7 @@ def write_dataset(
 def _write(job: _Job, rows: Rows, fingerprint: str, parts: Mapping[str, Any], *, resume: bool,
            overwrite: bool, workers: int, progress: bool, pool: WorkerPool | None,
            extra: Mapping[str, Any] | None) -> tuple[DatasetInfo, int]:
-    """Write ``rows`` into ``job.dst`` (made ready by ``prepare_destination``); the
-    metadata written and how many finished shards were kept."""
+    """Write ``rows`` into ``job.dst``; the metadata and the finished shards kept."""
     dst, shards, bounds, n = job.dst, job.shards, job.bounds, rows.length
     if prepare_destination(dst, fingerprint, parts, resume=resume, overwrite=overwrite):
         return read_metadata(dst), shards
@@ -383,9 +378,7 @@ def _write(job: _Job, rows: Rows, fingerprint: str, parts: Mapping[str, Any], *,
             pool.write(_write_ranges, job, rows, todo, report)
     except ConversionError as err:
         if not results and isinstance(err.__cause__, RecordMismatchError):
-            # a bad row before any shard was finished: nothing to resume, so DST is left
-            # as it was, and the command runs again as it is once the row is fixed or
-            # with on_error='skip' (as the error says)
+            # a bad row before any shard was finished: nothing to resume, DST left as it was
             shutil.rmtree(os.path.join(dst, PARTIAL_DIR), ignore_errors=True)
         raise
     finally:

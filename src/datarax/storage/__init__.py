@@ -2,18 +2,13 @@
 
 Users usually only pass ``paths="s3://bucket/dataset"`` to a source, and perhaps
 ``cache=ShardCache(...)``. :func:`list_objects` lists a URL, glob or list;
-:class:`ShardCache` is the bounded local folder shared by processes (``DATARAX_CACHE_DIR``,
-``DATARAX_CACHE_BYTES``); :class:`RemoteShards` reads an epoch's files ahead through it;
-:class:`Fetcher` downloads one file in ranges, retried on transient failures only
-(:func:`is_transient`, :class:`RetryPolicy`; a request gives up after
-``DATARAX_RETRY_BUDGET`` seconds, 60 by default) and verified, counted in
-:class:`StorageStats`. :class:`ArrayRecordRanges` reads single records of an ArrayRecord
-file by byte range.
+:class:`ShardCache` is the bounded local folder shared by processes;
+:class:`RemoteShards` reads an epoch's files ahead through it; :class:`Fetcher` downloads
+one file in ranges, retried on transient failures only (:class:`RetryPolicy`) and
+verified; :class:`ArrayRecordRanges` reads single records by byte range.
 :class:`RemoteObjectError` is a ``RecordError`` (a file deleted or changed);
 :class:`RemoteStoreError` and :class:`CacheFullError` are never skipped as bad records.
-fsspec, s3fs and gcsfs are the ``remote`` extra, imported when a remote path is read.
-Each name is imported on first use: ``datarax.storage.errors`` (for an ``except``
-clause) loads neither the cache nor the downloads.
+fsspec, s3fs and gcsfs are the ``remote`` extra. Each name is imported on first use.
 
 Example:
     >>> import fsspec, tempfile
@@ -50,9 +45,7 @@ if TYPE_CHECKING:
     from datarax.storage.urls import (
         RemoteObject, expand_user, is_remote, join_url, list_objects, read_json)
 
-# Each exported name and the module that defines it: importing one of the package's
-# modules (``datarax.storage.errors``, say, for an ``except`` clause) loads none of the
-# others (the cache, the downloads, the ranged reader).
+# Each exported name and the module that defines it.
 _HOMES = {
     "DEFAULT_CACHE_BYTES": "datarax.storage.cache",
     "ArrayRecordRanges": "datarax.storage.array_record_ranges",

@@ -163,8 +163,8 @@ def decompressor(compression: int, where: str) -> Callable[[bytes, int], bytes]:
         zstandard = require("zstandard", extra="remote", user=f"reading {where}")
 
         def zstd(buf: bytes, size: int) -> bytes:
-            # one decompression context a thread, made once (a fresh one a buffer cost
-            # ~10x the decompression of a 3 KB record)
+            # one decompression context a thread, made once (a fresh one costs more than
+            # decompressing a small record)
             context = getattr(_ZSTD, "context", None)
             if context is None:
                 context = _ZSTD.context = zstandard.ZstdDecompressor()
@@ -258,8 +258,7 @@ def varints(buf: bytes, count: int, where: str) -> np.ndarray:
 def varint_values(buf: np.ndarray, max_bytes: int = 10) -> tuple[np.ndarray, np.ndarray] | None:
     """The values of the varints that fill ``buf`` (bytes as ``uint8``) end to end, and the
     position of each one's last byte; None when ``buf`` is empty, ends inside a varint, or
-    holds one longer than ``max_bytes``. Decoded a byte place at a time over every varint at
-    once (a footer holds thousands; most are 1-5 bytes).
+    holds one longer than ``max_bytes``.
 
     Example:
         >>> values, ends = varint_values(np.frombuffer(bytes([0x96, 0x01, 0x03]), np.uint8))
@@ -377,10 +376,8 @@ def parse_footer(chunk: bytes, size: int, footer_offset: int, where: str) -> Foo
 
 def footer_table(messages: bytes, lengths: np.ndarray) -> np.ndarray | None:
     """``(chunk_offset, num_records, decoded_data_size)`` of each ``ArrayRecordFooter``
-    message (``messages``: end to end, of ``lengths`` bytes each), decoded at once with
-    numpy (a footer holds one per chunk: thousands); None when a message holds a field
-    that is not a varint, or a varint cut at its end (read them with :func:`proto_fields`
-    then)."""
+    message (``messages``: end to end, of ``lengths`` bytes each), decoded at once; None
+    when a field is not a varint (read them with :func:`proto_fields` then)."""
     lengths = np.asarray(lengths, np.int64)
     table = np.zeros((len(lengths), 3), np.int64)
     buf = np.frombuffer(messages, np.uint8)

@@ -1,25 +1,16 @@
 """``ArrayRecordRanges``: single records of an ArrayRecord file read by byte range, without
 downloading the file.
 
-Opening reads the file's tail (:mod:`~datarax.storage.array_record_layout`: the postscript
-in the last 64 KiB, the footer before it): one request when the footer lies in the last
-``tail`` bytes before the postscript, else two. The footer maps record -> chunk; a
-:meth:`~ArrayRecordRanges.read` fetches the chunks of the records asked for, neighbouring
-chunks (and those at most ``merge_gap`` bytes apart) in one request, drops the block
-headers in the bytes, decompresses and slices the records. Requests and bytes are counted
-(:meth:`~ArrayRecordRanges.stats`).
-
-Files it cannot decode are refused when opened, naming the writer option: transposed
-chunks (``'transpose'``), ``brotli`` and ``snappy`` compression (it reads ``zstd`` and
-``uncompressed``). The check of the chunk type reads the last data chunk's header, in
-the bytes of the open requests unless that chunk is larger than 16 KiB (or than what the
-tail holds before the footer): then one more request of a few dozen bytes.
+Opening reads the file's tail (postscript and footer,
+:mod:`~datarax.storage.array_record_layout`): one request, two when the footer is longer
+than ``tail``. A :meth:`~ArrayRecordRanges.read` fetches the chunks of the records asked
+for, neighbouring chunks in one request, and decodes them. Files written with transposed
+chunks, ``brotli`` or ``snappy`` are refused when opened, naming the writer option.
 
 :meth:`ArrayRecordRanges.for_object` keeps each decoded footer beside a
-:class:`~datarax.storage.cache.ShardCache` (``footers/`` in its folder, keyed like the
-cached files: a file changed in the store gets a new entry), with the version of the file
-it was read from, so reopening the file makes no request and its later reads are tied to
-that version (:mod:`~datarax.storage.versions`).
+:class:`~datarax.storage.cache.ShardCache` (``footers/``, keyed like the cached files),
+with the file's version, so reopening makes no request and later reads are tied to that
+version (:mod:`~datarax.storage.versions`).
 
 Example:
     >>> import os, tempfile
@@ -86,13 +77,12 @@ COUNT_MIN_SIZE = 1 << 20  # smaller files are counted in a downloaded copy, larg
 
 
 class MoreToRead(Exception):  # noqa: N818 - a signal to the caller, not a failure
-    """Opening a file needs more bytes than the ``first`` answer given, and the reader was
-    built with ``more=False``: open it again where a request may wait (e.g. in a thread of
-    its own), with ``more=True``."""
+    """Opening needs more bytes than ``first`` and ``more=False``: open it again with
+    ``more=True`` where a request may wait."""
 
 
 class ArrayRecordRanges:
-    """One ArrayRecord file's records, read by byte range (see the module docstring).
+    """One ArrayRecord file's records, read by byte range.
 
     Args:
         read_range: ``read_range(offset, length)``: the file's bytes ``[offset,
@@ -106,8 +96,7 @@ class ArrayRecordRanges:
         parallel: requests of one :meth:`read` in flight at once.
         first: the answer to the open's first request (:meth:`open_span`), fetched by the
             caller (e.g. with other files' together); counted as a request of this reader.
-        more: whether opening from ``first`` may request more bytes (a footer longer than
-            ``tail``, a last chunk starting before it); False: it raises
+        more: whether opening from ``first`` may request more bytes; False: it raises
             :class:`MoreToRead` instead (a thread that must not wait on the store).
 
     Raises:
@@ -160,11 +149,9 @@ class ArrayRecordRanges:
                    cache: ShardCache | None = None, footer: Footer | None = None,
                    keep: Callable[[Callable[[], None]], Any] | None = None,
                    **kwargs: Any) -> ArrayRecordRanges:
-        """The listed file ``obj``, read with ``fetcher``'s retries and errors (a
-        :class:`~datarax.storage.fetch.Fetcher`); its footer ``footer`` when known, else
-        taken from, or kept beside, ``cache`` (no request when kept); ``keep(write)``
-        runs the writing of what is kept (default: at once; e.g. a thread pool's
-        ``submit``, so the caller does not wait for the local disk)."""
+        """The listed file ``obj``, read with ``fetcher``'s retries and errors; its footer
+        ``footer`` when known, else taken from, or kept beside, ``cache``;
+        ``keep(write)`` runs the writing of what is kept (default: at once)."""
         fetcher = fetcher if fetcher is not None else Fetcher()
         if cache is not None:
             cache = given_cache(cache, "ArrayRecordRanges.for_object")
@@ -211,8 +198,7 @@ class ArrayRecordRanges:
         return self._counted(self._read_range(offset, length), offset, length)
 
     def _counted(self, data: bytes, offset: int, length: int) -> bytes:
-        """``data``, the answer to a request of bytes ``[offset, offset + length)``, counted
-        and checked to be whole."""
+        """``data`` (bytes ``[offset, offset + length)``), counted and checked to be whole."""
         with self._lock:
             self._requests += 1
             self._bytes += len(data)
@@ -328,9 +314,8 @@ class ArrayRecordRanges:
 
     def records(self, indices: Sequence[int] | np.ndarray,
                 fetched: Sequence[bytes]) -> list[bytes]:
-        """The records at ``indices`` from ``fetched``, the bytes of each request of
-        ``ranges(chunks_of(indices))`` fetched by the caller (e.g. with other files'
-        together); counted as this reader's requests, decoded and checked as :meth:`read`."""
+        """The records at ``indices`` from ``fetched``, the caller's answers to
+        ``ranges(chunks_of(indices))``; counted and checked as :meth:`read`."""
         runs = self.ranges(self.chunks_of(indices))
         if len(fetched) != len(runs):
             raise ValueError(f"'{self.name}': {len(fetched)} answers for {len(runs)} requests.")
@@ -371,8 +356,7 @@ def _now(write: Callable[[], None]) -> None:
 
 
 def _kept(cache: ShardCache, obj: RemoteObject, what: str) -> str:
-    """Where ``obj``'s ``what`` (``footer``, ``tail``, ``version``) is kept beside
-    ``cache`` (``footers/``, named as ``obj``'s cache entry)."""
+    """Where ``obj``'s ``what`` (``footer``, ``tail``, ``version``) is kept beside ``cache``."""
     return os.path.join(cache.directory, _FOOTERS, f"{cache.entry_name(obj)}.{what}")
 
 
@@ -388,7 +372,6 @@ def load_footer(cache: ShardCache, obj: RemoteObject) -> Footer | None:
 
 
 def _load_version(cache: ShardCache, obj: RemoteObject) -> str | None:
-    """The version of ``obj`` its kept footer was read from, or None."""
     try:
         with open(_kept(cache, obj, "version"), "rb") as f:
             return f.read().decode() or None
@@ -402,8 +385,7 @@ def tail_path(cache: ShardCache, obj: RemoteObject) -> str:
 
 
 def save_tail(path: str, data: bytes) -> None:
-    """Keep ``data`` at ``path`` (a file's bytes from its footer on: :func:`tail_path`;
-    its decoded footer or its version), written whole, then renamed in."""
+    """Keep ``data`` at ``path``, written whole, then renamed in."""
     with contextlib.suppress(OSError):  # a folder that cannot be written: read it again later
         os.makedirs(os.path.dirname(path), exist_ok=True)
         part = f"{path}.{secrets.token_hex(4)}.part"
@@ -417,9 +399,8 @@ def save_tail(path: str, data: bytes) -> None:
 
 
 def ranged_count(shards: RemoteShards, i: int) -> int | None:
-    """Records in file ``i`` from its footer (read by range, kept beside the cache), or
-    None when the file is under :data:`COUNT_MIN_SIZE` or ranged reads cannot open it
-    (count it in a downloaded copy then).
+    """Records in file ``i`` from its footer, or None when the file is under
+    :data:`COUNT_MIN_SIZE` or ranged reads cannot open it (count a downloaded copy then).
 
     Raises:
         RemoteObjectError: the file was deleted or changed since it was listed.

@@ -1,19 +1,11 @@
 """Blocks of ArrayRecord files: runs of whole chunks of about ``block_bytes`` each, cut
 from the files' footers, the unit a block-window shuffle orders and a cache downloads.
 
-A file of ``D`` data bytes (everything before its footer) is cut into
-``ceil(D / block_bytes)`` blocks at the chunk starts nearest to even byte cuts, so each
-block is a run of whole chunks (no chunk downloaded twice) holding a run of records.
-Records keep their numbers across files (a block's records are ``firsts[b] ..
-firsts[b + 1]``), so per-record keys do not depend on the cut. The cut is a pure function
-of the footers and ``block_bytes``; ``block_bytes=None`` (or a file no larger than it)
-is one block per file: the file-window shuffle.
-
-:class:`FileBlocks` is the cut of a data set, :meth:`FileBlocks.objects` its blocks as
-:class:`~datarax.storage.urls.FileBlock` objects for
-:class:`~datarax.storage.shards.RemoteShards` to download, and :class:`BlockRecords`
-reads a block's records from its downloaded bytes (the chunks decoded as
-:class:`~datarax.storage.array_record_ranges.ArrayRecordRanges` does).
+A file of ``D`` data bytes is cut into ``ceil(D / block_bytes)`` blocks at the chunk
+starts nearest to even byte cuts, so each block is a run of whole chunks. Records keep
+their global numbers, so per-record keys do not depend on the cut; ``block_bytes=None``
+is one block per file (the file-window shuffle). :class:`BlockRecords` reads a block's
+records from its downloaded bytes.
 
 Example:
     >>> import numpy as np
@@ -155,17 +147,12 @@ class FileBlocks:
 
 class BlockRecords:
     """Records of one downloaded block, read from its local copy (``path``: the bytes of
-    ``block``'s range of its file; ``footer``: the file's footer). Positions are record
-    numbers in the file; :meth:`close` closes the copy.
+    the block's range of its file; ``footer``: the file's footer). Positions are record
+    numbers in the file.
 
-    With ``tail`` (a file holding the file's bytes from its footer on), the block is read
-    by array_record's own reader from a sparse copy of the whole file holding only the
-    block and the tail (written next to the cache's folder, removed once opened: its
-    disk space is freed at :meth:`close`); else its chunks are decoded here. With a tail it
-    reads a copy of its own (``detached``), so
-    :class:`~datarax.storage.shards.RemoteShards` keeps it open (up to its handle limit)
-    after the block leaves the reader's window or the cache: a later read of the block
-    neither copies it again nor downloads it.
+    With ``tail`` (the file's bytes from its footer on), the block is read by
+    array_record's reader from a sparse copy of the file holding only the block and the
+    tail (``detached``: it may outlive the cache entry); else its chunks are decoded here.
 
     Example:
         >>> import os, tempfile
@@ -221,8 +208,7 @@ class BlockRecords:
 
 
 def _sparse_reader(fd: int, offset: int, footer: Footer, tail: str, path: str) -> Any:
-    """array_record's reader on a sparse copy of the file: the block at ``offset``, the
-    tail at the footer; the copy is unlinked once opened."""
+    """array_record's reader on a sparse copy of the file (block and tail)."""
     folder = os.path.join(os.path.dirname(os.path.dirname(path)), "sparse")
     os.makedirs(folder, exist_ok=True)
     part, name = tempfile.mkstemp(dir=folder, suffix=".array_record")
@@ -248,8 +234,7 @@ def _sparse_reader(fd: int, offset: int, footer: Footer, tail: str, path: str) -
 
 
 def _copy(src: int, dst: int, size: int, at: int) -> None:
-    """``size`` bytes of ``src`` from its start into ``dst`` at ``at`` (in the kernel when
-    it can: no pass through Python's memory)."""
+    """``size`` bytes of ``src`` from its start into ``dst`` at ``at`` (in the kernel)."""
     done = 0
     while done < size:
         try:
@@ -273,9 +258,7 @@ def open_block(blocks: FileBlocks, b: int, name: str) -> Any:
 def footers_of(files: Sequence[str] | Sequence[RemoteObject], *, fetcher: Fetcher | None = None,
                cache: ShardCache | None = None, threads: int = 16) -> list[Footer]:
     """The footer of each file: local paths read from disk; remote objects by range with
-    ``fetcher`` (1-2 requests each), kept beside ``cache`` with the file's bytes from the
-    footer on (:func:`~datarax.storage.array_record_ranges.tail_path`), so a restart
-    makes none.
+    ``fetcher``, kept beside ``cache`` with their tails so a restart makes no request.
 
     Raises:
         RecordError: a file is not an ArrayRecord file, or damaged.
@@ -292,10 +275,8 @@ def footers_of(files: Sequence[str] | Sequence[RemoteObject], *, fetcher: Fetche
             return reader.footer
         return ArrayRecordRanges.from_url(os.fspath(item)).footer
 
-    # the files whose footers are not kept: their tails asked for together (one request a
-    # file, sent at once on S3), each decoded as it arrives by one thread while the others
-    # are in flight (decoding is CPU: 16 threads decoding at once took ~10x the CPU time,
-    # taking turns for the GIL: 0.3-0.5 s for 64 footers, against ~0.1 s one at a time)
+    # tails asked for together, each decoded by one thread as it arrives (decoding is CPU:
+    # threads decoding at once only contend for the GIL)
     asked = [i for i, item in enumerate(files) if isinstance(item, RemoteObject)
              and (cache is None or load_footer(cache, item) is None)]
     spans = [ArrayRecordRanges.open_span(files[i].size) for i in asked]  # type: ignore[union-attr]

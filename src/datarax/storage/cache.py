@@ -84,8 +84,7 @@ def parse_bytes(text: str | int) -> int:
 
 
 def default_cache_dir() -> str:
-    """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``
-    (a relative ``XDG_CACHE_HOME`` is ignored: :func:`~datarax.host.cache_home.cache_home`)."""
+    """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``."""
     env = os.environ.get("DATARAX_CACHE_DIR")
     if env:
         return os.path.abspath(expand_user(env))
@@ -94,7 +93,7 @@ def default_cache_dir() -> str:
 
 def given_cache(cache: Any, where: str) -> ShardCache:
     """``cache`` when it is a :class:`ShardCache`, a new default one for None; else a
-    ConfigError naming ``where`` and what to pass (a folder's path, ``False``)."""
+    ConfigError naming ``where``."""
     if cache is None:
         return ShardCache()
     if isinstance(cache, ShardCache):
@@ -110,9 +109,7 @@ def given_cache(cache: Any, where: str) -> ShardCache:
 
 
 def _check_private(folder: str) -> None:
-    """A ConfigError unless ``folder`` is this user's and no one else may write it: files
-    another user put in the cache would be read as the store's (a dataset's shard cached
-    under its metadata's SHA-256 is not asked of the store again)."""
+    """A ConfigError unless ``folder`` is writable by this user alone."""
     if os.name != "posix":  # pragma: no cover - owners and mode bits say nothing there
         return
     info = os.stat(folder)
@@ -173,7 +170,7 @@ class CacheEntry:
 
 
 class ShardCache:
-    """A local folder of remote files, at most ``max_bytes`` big; see the module docstring.
+    """A local folder of remote files, at most ``max_bytes`` big.
 
     Args:
         directory: the folder (default :func:`default_cache_dir`); created on first use.
@@ -211,8 +208,8 @@ class ShardCache:
         return os.path.join(self.directory, part)
 
     def ensure(self) -> None:
-        """Create the folder and its parts; a ConfigError naming the folder when it cannot
-        be created or written (a file in its path, no permission, a read-only disk)."""
+        """Create the folder and its parts; a ConfigError naming it when it cannot be
+        created or written."""
         if not self._made:
             try:
                 for attempt in range(3):  # a cleanup removing the folder as it is made: again
@@ -241,7 +238,6 @@ class ShardCache:
             _check_private(self._dir(part))
 
     def entry_name(self, obj: RemoteObject) -> str:
-        """The file name ``obj`` has in ``shards/``."""
         return f"{_key(obj)}-{_safe_name(obj.name)}"
 
     def path_of(self, obj: RemoteObject) -> str | None:
@@ -256,10 +252,8 @@ class ShardCache:
                 last: Callable[[], Sequence[str]] | None = None) -> CacheEntry:
         """The cached file of ``obj``, held until the entry is released; when absent,
         ``download(part_path)`` writes and verifies its bytes into ``part_path`` (already
-        ``obj.size`` long; whatever it raises propagates, the partial file removed).
-        ``spare()``: paths its room must not be made by evicting (asked while room is made);
-        ``last()``: paths evicted only after every other entry, the last of them first (the
-        files read ahead, in the order they will be read).
+        ``obj.size`` long; on failure the partial file is removed). ``spare()``: paths not
+        to evict; ``last()``: paths evicted after every other entry, the last first.
 
         Raises:
             CacheFullError: ``obj`` does not fit next to the entries in use, or the disk is full.
@@ -269,8 +263,7 @@ class ShardCache:
             try:
                 return self._acquire(obj, download, stats, spare, last)
             except FileNotFoundError as err:
-                # the folder was removed while in use (a cleanup of ~/.cache or /tmp): made
-                # again; a file missing elsewhere (or again and again) is raised
+                # the folder was removed while in use (a cleanup of ~/.cache or /tmp): made again
                 inside = str(err.filename or "").startswith(self.directory + os.sep)
                 if not inside or attempt == 2:
                     raise
@@ -397,9 +390,8 @@ class ShardCache:
         return out
 
     def snapshot(self) -> tuple[tuple[str, int, int], ...]:
-        """Name, size and modification time of every entry and download in progress: two
-        equal snapshots mean no reader of the folder took, fetched or used a file between
-        them (releasing one shows only as room for the next)."""
+        """Name, size and mtime of every entry and download in progress: two equal
+        snapshots mean no reader of the folder took, fetched or used a file between them."""
         out = []
         for folder in ("shards", "tmp"):
             with contextlib.suppress(FileNotFoundError):
@@ -460,10 +452,8 @@ class ShardCache:
 
     def discard(self, path: str, digest_of: Callable[[str], str] | None = None,
                 expected: str | None = None) -> bool:
-        """Remove the cached file at ``path`` (an entry's path) as damaged; with
-        ``digest_of`` and ``expected``, only when ``digest_of(path) != expected``. Processes
-        reading it keep their open handles; the next :meth:`acquire` downloads it again.
-        Returns whether it was removed."""
+        """Remove the cached file at ``path`` as damaged (with ``digest_of``, only when
+        ``digest_of(path) != expected``); returns whether it was removed."""
         try:
             before = os.stat(path)
             if digest_of is not None and digest_of(path) == expected:

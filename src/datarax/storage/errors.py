@@ -18,8 +18,7 @@ __all__ = ["CacheFullError", "RemoteObjectError", "RemoteStoreError"]
 
 
 class _PickledByFields:
-    """Errors built as ``cls(message, **fields)`` pickle (from a worker process) that way,
-    keeping their keyword ``fields``."""
+    """Errors built as ``cls(message, **fields)``, pickled that way."""
 
     fields: ClassVar[tuple[str, ...]] = ()
 
@@ -69,8 +68,7 @@ class CacheFullError(_PickledByFields, DataraxError):
 
 
 def refused_error(url: str, err: BaseException) -> RemoteStoreError:
-    """The error of a request for ``url`` that the store refused (``err``: access denied,
-    credentials missing or expired)."""
+    """The error of a request for ``url`` that the store refused (``err``)."""
     return RemoteStoreError(
         f"cannot read '{url}': access refused ({type(err).__name__}: {err}). Check the "
         "credentials (for S3 the AWS_* variables or profile; they may be missing or expired) "
@@ -79,8 +77,7 @@ def refused_error(url: str, err: BaseException) -> RemoteStoreError:
 
 
 def store_down_error(url: str, err: BaseException) -> RemoteStoreError:
-    """The error of a request for ``url`` still failing after its retries (``err``, a
-    ``RetriesExhaustedError`` naming the attempts and the seconds they took)."""
+    """The error of a request for ``url`` still failing after its retries (``err``)."""
     budget = getattr(err, "budget_s", None)
     now = f"; now {budget:g}" if budget is not None else ""
     return RemoteStoreError(
@@ -93,8 +90,7 @@ def store_down_error(url: str, err: BaseException) -> RemoteStoreError:
 
 def store_error(url: str, err: BaseException) -> RemoteStoreError | None:
     """The error of a request for ``url`` that failed with ``err`` where the store is at
-    fault: still failing after its retries (:func:`store_down_error`), or refusing access
-    (:func:`refused_error`); None for any other failure."""
+    fault (down or refusing access); None for any other failure."""
     if isinstance(err, RetriesExhaustedError):
         return store_down_error(url, err)
     return refused_error(url, err) if is_access_refused(err) else None

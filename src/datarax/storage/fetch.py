@@ -1,11 +1,8 @@
 """Downloading one remote file into a cache entry: chunked, resumed, retried, verified.
 
-The file is read in ranges of ``CHUNK`` bytes, ``parallel`` of them in flight, each
-answer written as it comes (on S3 in pieces of
-:data:`~datarax.storage.versions.PIECE` bytes: no buffer of a whole range). A transient
-failure is retried with backoff from the first byte not written (a short or cut answer is
-continued there), never from the file's first byte. The bytes are then checked against
-the listing or the dataset's metadata: SHA-256 when known, else size and ETag.
+The file is read in ranges of ``CHUNK`` bytes, ``parallel`` in flight, each answer written
+as it comes. A transient failure is retried from the first byte not written. The bytes
+are then checked: SHA-256 when the dataset's metadata gives it, else size and ETag.
 
 Example:
     >>> import fsspec, os, tempfile
@@ -59,23 +56,21 @@ T = TypeVar("T")
 
 
 class DownloadStopped(RuntimeError):
-    """A download stopped at a range boundary because its reader was closed (``cancelled()``
-    of :meth:`Fetcher.download` turned true); nothing partial is kept."""
+    """A download stopped at a range boundary because its reader was closed."""
 
 
 @dataclasses.dataclass(frozen=True)
 class FollowUp:
-    """What a ``then`` of :meth:`Fetcher.read_ranges` may return: more ranges to read
-    (``wanted``: ``(obj, start, end)`` each), sent in the same call (on S3 at once, beside
-    the requests still in flight), and ``finish(answers)``: the item's result, made of
-    their bytes in the caller's thread once every answer is in."""
+    """What a ``then`` of :meth:`Fetcher.read_ranges` may return: more ranges to read in
+    the same call (``(obj, start, end)`` each), and ``finish(answers)``: the item's result
+    from their bytes, in the caller's thread."""
 
     wanted: Sequence[tuple[RemoteObject, int, int]]
     finish: Callable[[list[bytes]], Any]
 
 
 class Fetcher(FetchErrors):
-    """Downloads remote files into local paths (see the module docstring).
+    """Downloads remote files into local paths.
 
     Args:
         storage_options: passed to the fsspec filesystem.
@@ -83,8 +78,7 @@ class Fetcher(FetchErrors):
         stats: counters to add to (a fresh :class:`StorageStats` by default).
         chunk: bytes per range request.
         parallel: range requests of one file in flight at once (1: one after another).
-        cancelled: when it returns True, downloads stop before their next request (a
-            reader closed).
+        cancelled: when it returns True, downloads stop before their next request.
     """
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *,
@@ -107,20 +101,18 @@ class Fetcher(FetchErrors):
                 {"_versions": self.versions()})
 
     def versions(self) -> dict[str, str | None]:
-        """The version each file's ranged reads are tied to (by URL; None: the store
-        reports none), captured at the file's first request unless listed with one."""
+        """The version each file's reads are tied to (by URL), from its listing or first
+        request."""
         with self._versions_lock:
             return dict(self._versions)
 
     def pin(self, url: str, version: str | None) -> str | None:
-        """Tie the reads of ``url`` to ``version`` unless they are tied already; returns
-        the version they are tied to."""
+        """Tie the reads of ``url`` to ``version`` unless already tied; returns the tie."""
         with self._versions_lock:
             return self._versions.setdefault(url, version)
 
     def download(self, obj: RemoteObject, part: str) -> None:
-        """Write ``obj``'s bytes into ``part`` (a file of ``obj.size`` bytes) and verify them;
-        once ``cancelled()`` is true, stop before the next request (:class:`DownloadStopped`).
+        """Write ``obj``'s bytes into ``part`` (a file of ``obj.size`` bytes) and verify them.
 
         Raises:
             RemoteObjectError: the object is gone, changed (size, version tag or SHA-256),
@@ -173,8 +165,7 @@ class Fetcher(FetchErrors):
 
     def _fetch_range(self, fs: Any, path: str, obj: RemoteObject, fd: int, digest: Any,
                      start: int, end: int) -> None:
-        """Bytes ``[start, end)`` of ``obj``'s file written at their offset in ``fd`` (less
-        the block's start, for a :class:`~datarax.storage.urls.FileBlock`)."""
+        """Bytes ``[start, end)`` of ``obj``'s file written at their offset in ``fd``."""
         base, _, whole = obj.span
         written = start
         interrupted = False
@@ -191,8 +182,6 @@ class Fetcher(FetchErrors):
                 interrupted = True
 
         def write(at: int, piece_at: int, piece: bytes, length: int) -> None:
-            """Byte ``piece_at`` of an answer to a read from ``at`` (``length`` bytes: the
-            range, else the whole file, from a server ignoring ranges) at its offset."""
             nonlocal written
             shift = 0 if length == whole > end - at else at  # the answer's first byte's offset
             if shift and length > end - at:
@@ -220,8 +209,7 @@ class Fetcher(FetchErrors):
                 raise self._changed(obj, f"a read of bytes {at}-{end} returned 0")
 
     def read_range(self, obj: RemoteObject, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of ``obj`` in one request, retried like a download's ranges
-        (not verified against a digest: the caller decodes and checks them).
+        """Bytes ``[start, end)`` of ``obj`` in one request, retried (not verified).
 
         Raises:
             RemoteObjectError: the object is gone, or shorter than when listed.
@@ -236,18 +224,11 @@ class Fetcher(FetchErrors):
                     submit: Callable[..., concurrent.futures.Future[Any]] | None = None,
                     ) -> list[Any]:
         """:meth:`read_range` of each ``(obj, start, end)``, in that order (with ``then``:
-        ``then(i, bytes)`` of each; where it returns a :class:`FollowUp`, its ``finish``
-        of the bytes of its ranges, read in the same call). On S3 the requests are sent
-        together (one hand-off to s3fs's event loop for all of them:
-        :func:`~datarax.storage.versions.read_versioned_together`); each answer's ``then``
-        starts as soon as it comes, in ``submit`` (e.g. a thread pool's), while the others
-        are in flight, and the ranges of a follow-up are sent as soon as its ``then``
-        returns, beside those still in flight. Every range of the call, follow-ups
-        included, is one set under the retry policy: those that failed transiently are
-        sent again together, with its backoff and one budget from the call's first
-        request; any other failure is asked again alone for its error. Elsewhere ``map_``
-        (e.g. a thread pool's ``map``) runs each read and its ``then``, then the
-        follow-ups' reads together.
+        ``then(i, bytes)`` of each; a :class:`FollowUp` it returns is finished with its
+        ranges' bytes, read in the same call). On S3 the requests are sent together
+        (:func:`~datarax.storage.versions.read_versioned_together`), each ``then`` run in
+        ``submit`` as its answer comes, and the ranges that failed transiently are sent
+        again together under one retry budget. Elsewhere ``map_`` runs each read.
 
         Raises:
             RemoteObjectError: an object is gone, changed, or shorter than when listed.
@@ -358,8 +339,7 @@ class Fetcher(FetchErrors):
 
     @staticmethod
     def _followed(results: list[Any], read: Callable[[list[Any]], list[bytes]]) -> list[Any]:
-        """``results`` with each :class:`FollowUp` finished: its ranges read (all of
-        them together with ``read``)."""
+        """``results`` with each :class:`FollowUp` finished (all ranges read with ``read``)."""
         ups = [(i, r) for i, r in enumerate(results) if isinstance(r, FollowUp)]
         data = read([w for _, up in ups for w in up.wanted])
         at = 0
@@ -392,9 +372,7 @@ class Fetcher(FetchErrors):
     def _request_into(self, fs: Any, path: str, obj: RemoteObject, resume: Callable[[], int],
                       end: int, into: Callable[[int, int, bytes, int], None],
                       on_retry: Callable[[BaseException], None] | None = None) -> None:
-        """:meth:`_request` of bytes ``[resume(), end)``, its answer handed to ``into(start,
-        offset, piece, length)`` piece by piece (``start``: the attempt's first byte, which
-        a retry takes from ``resume()`` again: the first byte not written)."""
+        """:meth:`_request` handed to ``into`` piece by piece, resumed at ``resume()``."""
         def attempt(expected: str | None, check: bool) -> tuple[None, str | None]:
             at = resume()
             return None, read_versioned_into(fs, path, at, end, expected,
@@ -405,17 +383,13 @@ class Fetcher(FetchErrors):
 
     def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
                  on_retry: Callable[[BaseException], None] | None = None) -> bytes:
-        """One range request (:meth:`_tied`)."""
         return self._tied(fs, path, obj, start, end, lambda expected, check: read_versioned(
             fs, path, start, end, expected, check=check), on_retry)
 
     def _tied(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
               read: Callable[[str | None, bool], tuple[T, str | None]],
               on_retry: Callable[[BaseException], None] | None) -> T:
-        """``read(expected, check)`` of bytes ``[start, end)`` with its retries, its
-        failures as datarax errors, its answer refused unless it is of the version the
-        file's reads are tied to (the listed one, else the one of its first request:
-        :mod:`~datarax.storage.versions`)."""
+        """``read(expected, check)`` retried, refused unless of the tied version."""
         expected, check = self._expected(obj)
         try:
             out, now = self._guarded(fs, path, obj, lambda: read(expected, check), on_retry)
@@ -427,8 +401,7 @@ class Fetcher(FetchErrors):
 
     def _tie(self, obj: RemoteObject, expected: str | None, check: bool, now: str | None,
              start: int, end: int) -> None:
-        """Tie ``obj``'s reads to the version that answered (when none was), or refuse an
-        answer of another version than the one they are tied to."""
+        """Tie ``obj``'s reads to the version that answered, or refuse another."""
         if check:
             tied = self.pin(obj.url, now if expected is None else expected)
             if now is not None and tied is not None and now != tied:
@@ -437,8 +410,7 @@ class Fetcher(FetchErrors):
     def _guarded(self, fs: Any, path: str, obj: RemoteObject, call: Callable[[], T],
                  on_retry: Callable[[BaseException], None] | None = None,
                  culprit: Callable[[], tuple[RemoteObject, str]] | None = None) -> T:
-        """``call()`` (a request about ``obj``, or about ``culprit()``: the one of several
-        that failed last) with its retries, its failures as datarax errors."""
+        """``call()`` with its retries, its failures as datarax errors."""
         named = culprit or (lambda: (obj, path))
         try:
             return with_retries(call, lambda: named()[0].url, self.retry, self.stats,

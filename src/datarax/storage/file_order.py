@@ -78,8 +78,7 @@ class FileOrder:
 
     def reach(self, i: int, within: int | None = None) -> bool:
         """A reader reached file ``i``: True when that moves the place on (with ``within``,
-        only to a place at most that far ahead: a stray read of a file far ahead, e.g. a
-        first record read to learn the records' structure, leaves the place alone)."""
+        only to a place at most that far ahead: a stray read far ahead leaves it alone)."""
         pos = self._seq_pos.get(i)
         if pos is not None and pos > self.progress and (
                 within is None or pos <= self.progress + within):

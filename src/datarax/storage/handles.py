@@ -39,9 +39,8 @@ class Handle:
 
 
 class OpenHandles:
-    """Open handles by file index, at most ``limit`` kept when idle (see the module
-    docstring). Methods that let handles go return them as ``(closer, handle)`` pairs for
-    :func:`close_all`."""
+    """Open handles by file index, at most ``limit`` kept when idle; handles let go are
+    returned as ``(closer, handle)`` pairs for :func:`close_all`."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -65,8 +64,8 @@ class OpenHandles:
 
     def add(self, i: int, value: Any,
             closer: Closer | None) -> tuple[Handle, list[tuple[Closer, Any]]]:
-        """Keep ``value`` as file ``i``'s handle, with one user; when another reader opened
-        it meanwhile, that handle instead, and ``value`` handed back to close."""
+        """Keep ``value`` as file ``i``'s handle, with one user (another reader's handle
+        instead when it opened it meanwhile, ``value`` handed back to close)."""
         record = self.take(i)
         if record is not None:
             return record, [(closer or _close, value)]
@@ -88,8 +87,7 @@ class OpenHandles:
         return [(record.closer, record.value)]
 
     def pop_attached(self, i: int) -> list[tuple[Closer, Any]]:
-        """:meth:`pop`, but for a handle that reads a copy of its own (``detached`` true,
-        e.g. a block's sparse copy): it stays open, as long as the limit allows."""
+        """:meth:`pop`, but a handle on a copy of its own (``detached``) stays open."""
         record = self._open.get(i)
         if record is not None and getattr(record.value, "detached", False):
             return []
@@ -119,8 +117,7 @@ def _close(handle: Any) -> None:
 
 
 def close_all(handles: list[tuple[Closer, Any]]) -> None:
-    """Close each ``(closer, handle)``; a failing close is ignored (the reads of that
-    handle already raised what was wrong)."""
+    """Close each ``(closer, handle)``; a failing close is ignored (its reads raised)."""
     for close, handle in handles:
         with contextlib.suppress(Exception):
             close(handle)

@@ -1,34 +1,15 @@
 """``HeadStart``: the first reads of an epoch served by byte range while whole files download.
 
-A reader of remote ArrayRecord files through :class:`~datarax.storage.shards.RemoteShards`
-waits for a file's whole download before its first record (for a global shuffle, every
-file before the first batch). :meth:`HeadStart.read` serves the records of files not in
-the cache yet from :class:`~datarax.storage.array_record_ranges.ArrayRecordRanges`
-instead (the files of one call in parallel), while ``RemoteShards`` keeps downloading
-them whole in the epoch's order; a file in the cache is read there as before. The
-records are the same bytes either way, so batches do not change.
-
-Ranged reads cost a request per run of chunks, so each epoch start or restore
-(:meth:`HeadStart.arm`) allows ``budget`` bytes of them (default 1/64 of the files'
-bytes, at most 64 MiB) and ``max_requests`` requests (512), and a read goes by range only
-where the files (or blocks) it touches that are not cached hold ``request_bytes`` (1 MiB)
-for each request it needs (a global shuffle's first batch touches every file; a window's
-only its ``W`` files or blocks, which download sooner). A reader's first read of a pass
-(:class:`~datarax.sources.host_reader.HostReader`) is one batch, served by range; its
-later reads, chunks of many batches, wait for the downloads, as does every read after
-one declined, until the next arm. Where the requests fit whatever the footers say (a
-request per distinct record at most), each file's chunks are asked for as soon as its
-footer is decoded, beside the tails still in flight (one call to the store, one retry
-budget: :class:`~datarax.storage.fetch.FollowUp`), their bytes taken from the budget
-file by file (a file whose chunks do not fit waits for its download, and so do those
-decoded after it); else every footer comes first and the read goes by range whole or
-not at all. A file ranged reads cannot decode (transposed, brotli, damaged) is left to
-the whole-file path, which reports what is wrong.
-
-With ``blocks`` (a :class:`~datarax.storage.blocks.FileBlocks` whose blocks are
-``shards``' objects: block windows) the units are blocks: the records of a block not in
-the cache are read by range from its file (the footers are known: no request opens a
-file) while ``RemoteShards`` downloads the blocks in the epoch's order.
+:meth:`HeadStart.read` serves records of files (or blocks) not yet in the cache from
+:class:`~datarax.storage.array_record_ranges.ArrayRecordRanges` while
+:class:`~datarax.storage.shards.RemoteShards` keeps downloading them whole; the bytes are
+the same either way, so batches do not change. Each :meth:`HeadStart.arm` (epoch start or
+restore) allows ``budget`` bytes and ``max_requests`` requests of ranged reads, and a read
+goes by range only where the not-cached units it touches hold ``request_bytes`` per request
+it needs; after one read declines, reads wait for the downloads until the next arm. A file
+ranged reads cannot decode is left to the whole-file path, which reports what is wrong.
+Where the requests fit whatever the footers say, each file's chunks are asked for as soon
+as its footer is decoded, in the same call to the store.
 
 Example:
     >>> import fsspec, os, tempfile
@@ -74,25 +55,21 @@ from datarax.storage.urls import RemoteObject
 
 __all__ = ["BUDGET_SHARE", "HOLD_REQUESTS", "REQUEST_BYTES", "UNBOUNDED", "HeadStart"]
 
-_THREADS = 64  # files read by range at once (a global shuffle's first batch: all of them)
+_THREADS = 64  # files read by range at once
 _BUDGET = 64 << 20  # ranged bytes per epoch start at most, by default
 UNBOUNDED = 1 << 62  # a budget (or request count) without end: ranged_reads=True
 _REQUESTS = 512  # ranged requests per epoch start at most, by default (two batches of 256)
 BUDGET_SHARE = 64  # ranged bytes per epoch start: 1/64 of the files' bytes, by default
-# bytes of downloads a ranged request must spare to be worth it: on the local S3 test
-# server (moto, +50 ms a request, the 2-core machine loaded) a request costs about as
-# much as 0.5-1 MB of download; a block window's first batch (4 blocks of 8 MB, a
-# request a record) came 4-5x later by range than by download (benchmarks/w2_head_start.py)
+# bytes of downloads a ranged request must spare to be worth it: a request costs about as
+# much as ~1 MB of download (docs/benchmarks.md, head start)
 REQUEST_BYTES = 1 << 20
-# read-ahead waits for the first batch's ranged reads where the files (or blocks) a pass
-# starts with could spare this many requests: a batch of 256 by range (a global shuffle
-# of 64 files of 10 MB); a window of 4 blocks or files (32-40 MB) is downloaded at once
+# read-ahead waits for the first batch's ranged reads where a pass's first files could
+# spare this many requests (a batch of 256 records by range)
 HOLD_REQUESTS = 256
 
 
 class HeadStart:
-    """Ranged reads of ``shards``' ArrayRecord files (or blocks) until each is in the cache
-    (see the module docstring).
+    """Ranged reads of ``shards``' ArrayRecord files (or blocks) until each is in the cache.
 
     Args:
         shards: the :class:`~datarax.storage.shards.RemoteShards` downloading the files
@@ -101,7 +78,7 @@ class HeadStart:
             files' bytes, at most 64 MiB; 0 turns ranged reads off).
         threads: files read by range at once.
         request_bytes: bytes of not-cached files (or blocks) a read must touch per ranged
-            request it needs to go by range (default :data:`REQUEST_BYTES`, 1 MiB; 0: any).
+            request it needs (default :data:`REQUEST_BYTES`; 0: any).
         blocks: with block windows, the blocks ``shards`` downloads (its objects), and
             ``files``: the files they are cut from.
         max_requests: ranged requests allowed after each :meth:`arm` (default 512).
@@ -128,9 +105,9 @@ class HeadStart:
         self._lock = threading.Lock()
         self._opening_locks: dict[int, threading.Lock] = {}
         self._ranges: dict[int, ArrayRecordRanges | None] = {}  # by file; None: not by range
-        self._opened: list[ArrayRecordRanges] = []  # every reader opened (their counters)
-        self._spent = 0  # bytes of ranged reads since the budget was last renewed
-        self._asked = 0  # requests of ranged reads since then
+        self._opened: list[ArrayRecordRanges] = []
+        self._spent = 0  # bytes of ranged reads since the last arm
+        self._asked = 0  # requests since then
         self._declined = False  # a read since then did not pay: the later, larger ones wait
         self._records = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -145,11 +122,9 @@ class HeadStart:
             hold=self.hold), ())
 
     def arm(self) -> None:
-        """An epoch starts or a state was restored: allow ``budget`` bytes (and
-        ``max_requests`` requests) of ranged reads again; with ``hold``, where the files
-        a pass starts with (``shards.behind``) hold :data:`HOLD_REQUESTS` x
-        :data:`REQUEST_BYTES` or more, no read-ahead download starts before the first
-        batch is served by range or declined (its requests would wait behind them)."""
+        """Renew the budget (an epoch starts or a state was restored); with ``hold``, hold
+        read-ahead back until the first batch is served or declined where the pass's first
+        files are large enough (its requests would wait behind the downloads)."""
         self._write_kept()
         with self._lock:
             self._spent = 0
@@ -161,12 +136,10 @@ class HeadStart:
             self.shards.hold_read_ahead()
 
     def _file_of(self, unit: int) -> int:
-        """The file of ``shards``' object ``unit`` (a block's file, or the file itself)."""
         return unit if self.blocks is None else self.blocks.file_of[unit]
 
     def _opening(self, files: list[int]) -> list[threading.Lock]:
-        """The locks of ``files`` not opened yet, taken in file order (threads opening
-        overlapping sets wait in turn); release them once opened."""
+        """The locks of ``files`` not opened yet, taken in file order; release once opened."""
         with self._lock:
             locks = [self._opening_locks.setdefault(f, threading.Lock()) for f in sorted(files)
                      if f not in self._ranges]
@@ -181,8 +154,7 @@ class HeadStart:
 
     def _open_one(self, f: int, footer: Any, first: bytes | None = None,
                   more: bool = True) -> Any:
-        """File ``f``'s ranged reader (None: refused or damaged: the whole file says), or
-        the future of its opening in a request thread where ``first`` is not enough."""
+        """File ``f``'s ranged reader (None: refused or damaged), or its opening's future."""
         try:
             return ArrayRecordRanges.for_object(self.files[f], fetcher=self.shards.fetcher,
                                                 cache=self.shards.cache, footer=footer,
@@ -194,8 +166,7 @@ class HeadStart:
 
     def _opened_now(self, f: int, reader: ArrayRecordRanges | None,
                     spent: int = 0) -> ArrayRecordRanges | None:
-        """Note (and return) file ``f``'s reader (None: not read by range); ``spent``: its
-        open's bytes already taken from the budget."""
+        """Note (and return) file ``f``'s reader; ``spent``: its open's bytes already taken."""
         with self._lock:
             self._ranges[f] = reader
             if reader is not None:
@@ -204,9 +175,7 @@ class HeadStart:
         return reader
 
     def _open_all(self, files: list[int]) -> dict[int, ArrayRecordRanges | None]:
-        """The ranged reader of each of ``files`` (opened once; None: not read by range),
-        the tails of those whose footers are not known asked for together (one request a
-        file, sent at once: :meth:`~datarax.storage.fetch.Fetcher.read_ranges`)."""
+        """The ranged reader of each of ``files`` (None: not by range)."""
         locks = self._opening(files)
         try:
             with self._lock:
@@ -236,9 +205,7 @@ class HeadStart:
 
     def _fetch(self, asked: list[tuple[RemoteObject, int, int]],
                then: Callable[[int, bytes], Any] | None = None) -> list[Any]:
-        """``asked`` read together, ``then`` of each answer in the footer thread as it
-        comes (one thread decoding: a thread a footer cost ~2x the CPU), a file deleted or
-        changed left to the whole-file path (which reports it) after this."""
+        """``asked`` read together, ``then`` of each answer run in the footer thread."""
         try:
             return self.shards.fetcher.read_ranges(
                 asked, self._map, then, None if then is None else self._decoder().submit)
@@ -247,30 +214,18 @@ class HeadStart:
             raise
 
     def _drop_file(self, err: RemoteObjectError) -> None:
-        """Later reads of the file ``err`` names ask the whole-file path, which raises
-        ``err`` again (:meth:`~datarax.storage.shards.RemoteShards.refuse`)."""
+        """Later reads of the file ``err`` names go to the whole-file path, which raises it."""
         with self._lock:
             for f, obj in enumerate(self.files):
                 if obj.url == err.url:
                     self._ranges[f] = None
         self.shards.refuse(err)
 
-    def _read_all(self, units: list[tuple[int, ArrayRecordRanges]],
-                  wanted: Mapping[int, Sequence[int]],
-                  runs: list[list[tuple[int, int, list[int]]]]) -> list[list[bytes] | None]:
-        """The records ``wanted`` of each unit (None: damaged, left to the whole file),
-        the requests of every unit (``runs``) sent together."""
-        fetched = self._fetch([(self.files[self._file_of(u)], start, end)
-                               for (u, _), unit_runs in zip(units, runs, strict=True)
-                               for start, end, _ in unit_runs])
-        return self._decoded(units, wanted, runs, fetched)
-
     def _decoded(self, units: list[tuple[int, ArrayRecordRanges]],
                  wanted: Mapping[int, Sequence[int]],
                  runs: list[list[tuple[int, int, list[int]]]],
                  fetched: Sequence[bytes]) -> list[list[bytes] | None]:
-        """The records ``wanted`` of each unit from the bytes of its ``runs`` (None:
-        damaged, left to the whole file)."""
+        """The records ``wanted`` of each unit from its ``runs``' bytes (None: damaged)."""
         out: list[list[bytes] | None] = []
         at = 0
         for (u, reader), unit_runs in zip(units, runs, strict=True):
@@ -287,7 +242,6 @@ class HeadStart:
         return out
 
     def _totals(self) -> dict[str, int]:
-        """Requests and bytes of every ranged reader so far (opening included)."""
         with self._lock:
             readers = list(self._opened)
         stats = [r.stats() for r in readers]
@@ -296,15 +250,13 @@ class HeadStart:
     def read(self, wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
         """``{unit: records}`` for the units of ``wanted`` (``{file, or block: positions
         in its file}``) not in the cache, read by range while the budget lasts; the others
-        are left out (read them from the cache, waiting for their download). Read-ahead
-        held back by :meth:`arm` starts as soon as the first read returns (its batch
-        served or declined), not at the reader's next read.
+        are left out (read them from the cache, waiting for their download).
 
         Raises:
             RemoteObjectError: a file was deleted or changed since it was listed.
             RemoteStoreError: the store still fails after every retry, or refuses access.
         """
-        self._write_kept()  # the footers the last read opened, now that its batch is served
+        self._write_kept()
         try:
             out = self._read(wanted)
         except BaseException:
@@ -324,7 +276,6 @@ class HeadStart:
             return {}
         todo = [u for u in wanted if self._ranges.get(self._file_of(u), 1) is not None
                 and not self.shards.ready(u)]
-        # at least a request a unit: too little to spare, no file is even opened
         if not todo or sum(self.shards.objects[u].size for u in todo) < \
                 len(todo) * self.request_bytes:
             return {}
@@ -333,9 +284,7 @@ class HeadStart:
         readers = self._open_all(sorted({self._file_of(u) for u in todo}))
         units = [(u, readers[self._file_of(u)]) for u in todo
                  if readers[self._file_of(u)] is not None]
-        # the bytes and requests these reads take, known from the footers, taken from the
-        # budget whole (all by range or none: the call waits for a download either way); a
-        # reader's first read of a pass is one batch, its later ones chunks of many batches
+        # taken from the budget whole: all by range or none (the call waits either way)
         runs = [r.ranges(r.chunks_of(wanted[u])) for u, r in units]
         need = sum(end - start for unit_runs in runs for start, end, _ in unit_runs)
         asked = sum(len(unit_runs) for unit_runs in runs)
@@ -343,19 +292,17 @@ class HeadStart:
         with self._lock:
             if not units or self._spent + need > self.budget or spared < asked * \
                     self.request_bytes or self._asked + asked > self.max_requests:
-                # the reader's later reads are larger (chunks of many batches): until the
-                # next arm they wait for the downloads without opening more files
+                # later reads are larger (chunks of many batches): they wait until the next arm
                 self._declined = bool(units)
                 return {}
             self._spent += need
             self._asked += asked
-        results = self._read_all(units, wanted, runs)
+        results = self._decoded(units, wanted, runs, self._fetch(self._requests_of((units, runs))))
         return {u: records for (u, _), records in zip(units, results, strict=True)
                 if records is not None}
 
     def _sure(self, todo: list[int], wanted: Mapping[int, Sequence[int]]) -> bool:
-        """Whether the request checks of :meth:`_read` pass whatever the footers say (a
-        unit needs a request per distinct record at most): :meth:`_read_pipelined` then."""
+        """Whether :meth:`_read`'s request checks pass whatever the footers say."""
         most = sum(len(set(np.asarray(wanted[u]).reshape(-1).tolist())) for u in todo)
         with self._lock:
             return self._asked + most <= self.max_requests and most * self.request_bytes <= \
@@ -363,9 +310,7 @@ class HeadStart:
 
     def _plan(self, f: int, reader: ArrayRecordRanges | None, units: list[int],
               wanted: Mapping[int, Sequence[int]]) -> Any:
-        """``(units, runs)``: file ``f``'s units and the runs of chunks they need, their
-        bytes taken from the budget; None where they wait for their downloads (not read
-        by range, or the budget spent: then the files planned after it wait too)."""
+        """``(units, runs)`` of file ``f``, taken from the budget; None: they wait."""
         if reader is None:
             return None
         runs = [reader.ranges(reader.chunks_of(wanted[u])) for u in units]
@@ -379,16 +324,12 @@ class HeadStart:
         return [(u, reader) for u in units], runs
 
     def _requests_of(self, plan: Any) -> list[tuple[RemoteObject, int, int]]:
-        """The requests of a :meth:`_plan`: each unit's runs of chunks, from its file."""
         return [(self.files[self._file_of(u)], start, end)
                 for (u, _), unit_runs in zip(*plan, strict=True) for start, end, _ in unit_runs]
 
     def _read_pipelined(self, todo: list[int],
                         wanted: Mapping[int, Sequence[int]]) -> dict[int, list[bytes]]:
-        """:meth:`_read` in one call to the store: the tails of the files not opened yet
-        and the known files' chunks sent together, each other file's chunks as soon as its
-        footer is decoded (:class:`~datarax.storage.fetch.FollowUp`), their bytes taken
-        from the budget file by file as the footers come (:meth:`_plan`)."""
+        """:meth:`_read` with each file's chunks asked as its footer comes."""
         files = sorted({self._file_of(u) for u in todo})
         units_of = {f: [u for u in todo if self._file_of(u) == f] for f in files}
         locks = self._opening(files)
@@ -439,14 +380,12 @@ class HeadStart:
         return {u: records for u, records in out.items() if records is not None}
 
     def _keep(self, write: Callable[[], None]) -> None:
-        """``write()`` (a footer kept beside the cache) once the read that opened the file
-        has returned: the first batch neither waits for the local disk nor shares the CPU
-        with it (:meth:`_write_kept`: the next read, arm or close)."""
+        """Write a kept footer once the read that opened it returns."""
         with self._lock:
             self._unwritten.append(write)
 
     def _write_kept(self) -> None:
-        """Start writing the footers kept so far, in the footer thread (not waited for)."""
+        """Start writing the footers kept so far in the footer thread."""
         with self._lock:
             writes, self._unwritten = self._unwritten, []
         if writes:
@@ -455,7 +394,6 @@ class HeadStart:
                 decoder.submit(write)
 
     def _decoder(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The thread decoding footers as their tails come, and writing them kept."""
         with self._lock:
             if self._footers is None:
                 self._footers = concurrent.futures.ThreadPoolExecutor(

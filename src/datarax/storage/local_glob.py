@@ -1,11 +1,7 @@
 """Local glob patterns, matched as a URL's are: ``**`` crosses folders, files only.
 
-fsspec's ``glob`` (remote paths) lets ``**`` match any number of folders, zero
-included, and leaves folders out of what it lists; :func:`local_glob` does the same for
-a local pattern, so ``"data/**/*.array_record"`` names the same files on a disk as in a
-bucket. Every datarax reader that expands a local pattern asks it, and
-:func:`local_files` (which files local paths name). Which paths were given and whether
-they are URLs are asked of :mod:`datarax.storage.urls` (``path_list``, ``all_remote``).
+As fsspec's ``glob`` does for URLs, so ``"data/**/*.array_record"`` names the same files
+on a disk as in a bucket.
 
 Example:
     >>> import os, tempfile
@@ -46,10 +42,9 @@ def pattern_files(path: str) -> list[str]:
 def local_files(paths: Sequence[str], where: str, *,
                 mix: str = "mix sources with MixSource weights",
                 folder_hint: Callable[[str], str] | None = None) -> list[str]:
-    """The files local ``paths`` name, in order: a path is its file, a glob pattern its
-    sorted matches (:func:`pattern_files`); ``where`` (the reader) starts each message,
-    ``folder_hint(path)`` adds to the message for a folder, and ``mix`` says how to read
-    a file more often than the others when one is named twice.
+    """The files local ``paths`` name, in order (a glob pattern: its sorted matches);
+    ``where`` starts each message, ``folder_hint(path)`` adds to a folder's, and ``mix``
+    says how to read a file more often when one is named twice.
 
     Raises:
         RecordError: a pattern matches no files, or a path is missing or a folder

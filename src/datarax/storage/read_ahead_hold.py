@@ -1,15 +1,10 @@
 """Holding a :class:`~datarax.storage.shards.RemoteShards`' read-ahead back while the first
 batch of a pass is read by range.
 
-Whole-file (or block) downloads and the ranged requests of a
-:class:`~datarax.storage.head_start.HeadStart` share the store, the client's connections
-and its event loop: started together, the few hundred small requests of a first batch wait
-behind the downloads (a global shuffle's first batch took 7-8.5 s on the benchmark's S3
-server with its 64 files downloading, 2-4 s without them). An epoch start (or a restore)
-holds read-ahead back; the head start lets it go as soon as its first read is served, or
-is declined (then the reader needs the downloads at once). A hold that nobody releases
-ends by itself after ``seconds``. A mixin of
-``RemoteShards``: it works on that class's lock and schedule.
+Downloads and a :class:`~datarax.storage.head_start.HeadStart`'s ranged requests share the
+store's connections: started together, a first batch's small requests wait behind the
+downloads. The head start lets read-ahead go once its first read is served or declined;
+an unreleased hold ends after ``seconds``. A mixin of ``RemoteShards``.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ class ReadAheadHold:
         return self._hold_timer is not None
 
     def hold_read_ahead(self, seconds: float = HOLD_S) -> None:
-        """Start no read-ahead download (downloads in progress go on; a reader still
-        fetches the file it needs) until :meth:`release_read_ahead`, or ``seconds``."""
+        """Start no read-ahead download until :meth:`release_read_ahead`, or ``seconds``."""
         timer = threading.Timer(seconds, self.release_read_ahead)
         timer.daemon = True
         with self._lock:

@@ -202,11 +202,9 @@ def default_budget() -> float:
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
     """Retry ``k`` (from 1) waits ``min(max_delay, initial_delay * multiplier**(k-1))`` plus up
-    to 25 % jitter; after ``max_retries`` retries of one request, or when the next retry
-    could not end within ``budget_s`` seconds of the request's first attempt (judged by its
-    longest attempt so far), the failure is raised. ``budget_s`` defaults to
-    ``DATARAX_RETRY_BUDGET`` (60 s); it also sets the connect and read timeouts of the
-    filesystems datarax makes (:attr:`connect_timeout_s`, :attr:`read_timeout_s`).
+    to 25 % jitter; after ``max_retries`` retries, or when the next retry could not end
+    within ``budget_s`` (default ``DATARAX_RETRY_BUDGET``, 60 s), the failure is raised.
+    ``budget_s`` also sets the filesystems' connect and read timeouts.
 
     Example:
         >>> policy = RetryPolicy(budget_s=60)
@@ -252,10 +250,7 @@ class RetryPolicy:
 
 
 class StorageStats:
-    """Thread-safe counters of remote reading (a source's ``stats()["storage"]``): files
-    ``fetched`` (``fetched_bytes``), ``cache_hits``, requests ``retries`` (``throttled``),
-    downloads ``resumed`` mid-range, entries ``evicted``, files ``failed``, and ``wait_s``
-    readers waited."""
+    """Thread-safe counters of remote reading (a source's ``stats()["storage"]``)."""
 
     FIELDS = ("fetched", "fetched_bytes", "cache_hits", "retries", "throttled", "resumed",
               "evicted", "failed", "wait_s")

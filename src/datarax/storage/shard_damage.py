@@ -1,8 +1,5 @@
-"""Cached copies damaged on the local disk: a read that fails on one checks the copy
-against the dataset's SHA-256 and, when it was removed, reads once more from a fresh
-download; and files a ranged read found deleted or changed in the store, never asked for
-again. A mixin of :class:`~datarax.storage.shards.RemoteShards`.
-"""
+"""Cached copies damaged on the local disk, and files a ranged read found deleted or
+changed in the store. A mixin of :class:`~datarax.storage.shards.RemoteShards`."""
 
 from __future__ import annotations
 
@@ -26,9 +23,8 @@ class ShardDamage:
     _failed: Any
 
     def refuse(self, err: RemoteObjectError) -> None:
-        """The file ``err`` names was found deleted or changed (by a ranged read): each of
-        its units not held or cached raises ``err`` from now on, as a download would, and
-        asks no room of the cache (a cache that cannot make room would say it is full)."""
+        """The file ``err`` names was found deleted or changed (by a ranged read): its units
+        not held or cached raise ``err`` from now on, as a download would."""
         with self._lock:
             for i, obj in enumerate(self.objects):
                 if obj.url == err.url and i not in self._entries \
@@ -37,11 +33,9 @@ class ShardDamage:
             self._notify()
 
     def reading(self, i: int, attempt: Callable[[], T]) -> T:
-        """``attempt()``, a read of file ``i``'s cached copy (through :meth:`open` or
-        :meth:`hold`). When it fails on the copy itself (not on the store: a
-        :class:`RemoteObjectError`, :class:`RemoteStoreError` or :class:`CacheFullError`
-        propagates as is), :meth:`recheck` the copy and, when it was removed, read once more
-        from a fresh download."""
+        """``attempt()``, a read of file ``i``'s cached copy; when it fails on the copy itself
+        (not the store), :meth:`recheck` it and, when removed, read once more from a fresh
+        download."""
         try:
             return attempt()
         except (RemoteObjectError, RemoteStoreError, CacheFullError):
@@ -52,10 +46,8 @@ class ShardDamage:
         return attempt()
 
     def recheck(self, i: int) -> bool:
-        """After a read of file ``i``'s cached copy failed: remove the copy when it is
-        damaged (its SHA-256 differs from the dataset's metadata; a file without one, on
-        its first failure), so the next use downloads it again. Once per file; returns
-        whether the copy was removed."""
+        """After a read of file ``i``'s cached copy failed, remove it when damaged (SHA-256
+        differs; without one, on its first failure). Once per file; returns whether removed."""
         obj = self.objects[i]
         with self._lock:
             if self._closed or i in self._rechecked:

@@ -1,8 +1,5 @@
-"""The room a :class:`~datarax.storage.shards.RemoteShards` needs in its cache: the
-check when it is built, the files released for a reader refused room, and the message
-when nothing can make room (naming who holds the folder's bytes). A mixin of
-``RemoteShards``: it works on that class's bookkeeping.
-"""
+"""The room a :class:`~datarax.storage.shards.RemoteShards` needs in its cache (a mixin of
+``RemoteShards``, on that class's bookkeeping)."""
 
 from __future__ import annotations
 
@@ -66,11 +63,8 @@ class ShardRoom:
     def _make_room(self, wanted: int, full: CacheFullError, deadline: float,
                    generation: int, seen: object) -> object:
         """After the cache refused ``wanted`` (``full``): release files held for later, or
-        wait for the files other readers are using; raise when neither can help and
-        nothing changed since the refusal (``generation``). With none of this source's
-        readers to wait for, wait for other readers of the folder while it changes (one
-        moving to its next file frees one right after taking it); raise when it was the
-        same (``seen``, returned for the next refusal) at the last refusal."""
+        wait for other readers (of this source, else of the folder while it changes);
+        raise when nothing changed since the refusal (``generation``, ``seen``)."""
         with self._lock:
             if full.disk_full:  # the local disk, not the limit: its message says what to do
                 raise full
@@ -110,24 +104,19 @@ class ShardRoom:
         return seen
 
     def _ahead_paths(self) -> set[str]:
-        """The cached paths of the files read ahead and not taken yet: a read-ahead download
-        never makes its room by evicting them (the plan reads them first, or soon; it waits
-        for the reader to move on instead), only a reader's download does."""
+        """The cached paths of files read ahead (a read-ahead never evicts them)."""
         with self._lock:
             return set(self._ahead.values())
 
     def _ahead_ranked(self) -> list[str]:
-        """The same paths in the order the plan reads them: a reader's download evicts them
-        only after every other entry (the files it has passed), the last of them first."""
+        """The same paths in the order the plan reads them (evicted last, the last first)."""
         with self._lock:
             order = {i: k for k, i in enumerate(self._order.upcoming(self.ahead))}
             ranked = sorted(self._ahead.items(), key=lambda item: order.get(item[0], len(order)))
         return [path for _, path in ranked]
 
     def _victims(self, wanted: int) -> list[int]:
-        """Held files nobody is using, in the order to release them for ``wanted``: those
-        the plan no longer needs, then those it needs after ``wanted`` (furthest first),
-        then those it needs before (earliest first)."""
+        """Held files nobody is using, in the order to release them for ``wanted``."""
         if not self._order.planned:  # no plan: whoever fetched a file may still use its path
             return []
         busy = self._busy()

@@ -2,27 +2,17 @@
 the order an epoch will use them.
 
 Readers call :meth:`RemoteShards.open` (or :meth:`RemoteShards.local_path`) for the file
-a record lives in: at once when it is cached, else after its one download.
-:meth:`RemoteShards.plan` tells which records an epoch serves; the next ``ahead`` files in
-the order their first record comes up (:class:`~datarax.storage.file_order.FileOrder`)
-are downloaded ``threads`` at a time, the ``behind`` files read first alone. Each process
-plans only its own positions, so it fetches only its share.
+a record lives in: at once when cached, else after its one download. After
+:meth:`RemoteShards.plan`, the next ``ahead`` files in the epoch's order
+(:class:`~datarax.storage.file_order.FileOrder`) are downloaded ``threads`` at a time;
+each process plans only its own positions, so it fetches only its share.
 
 Files in use are held in the cache (shared locks); files read ahead are not: a reader
-that needs the room (of this source, another one or another process) evicts them, and
-they are fetched again when reached. At most ``handles`` open handles are kept.
-:meth:`RemoteShards.hold_read_ahead` keeps read-ahead from starting until released.
-
-**Room.** The cache must hold the ``behind`` largest files together (refused otherwise
-when built). Read-ahead leaves room for one more file and stands back while a reader
-waits. A file that does not fit first releases the files held for later, then waits for
-other readers (of this source, or of the folder while the folder changes);
-:class:`~datarax.storage.errors.CacheFullError` only when nothing can make room, or the
-disk is full.
-
+needing the room evicts them. The cache must hold the ``behind`` largest files together;
+read-ahead leaves room for one more file and stands back while a reader waits;
+:class:`~datarax.storage.errors.CacheFullError` only when nothing can make room.
 A file deleted or changed mid-epoch raises :class:`~datarax.storage.errors.RemoteObjectError`
-every time it is asked for (so ``on_error="skip"`` skips it without fetching it again). A
-read failing on a copy damaged on the local disk fetches it again, once (:meth:`reading`).
+every time it is asked for (so ``on_error="skip"`` skips it without fetching it again).
 
 Example:
     >>> import fsspec, tempfile
@@ -130,7 +120,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         self.behind = min(behind, len(self.objects))
         self.retry = retry or RetryPolicy()
         self._check_room()
-        self.cache.ensure()  # an unusable folder is named now, not as a file that fails to read
+        self.cache.ensure()  # an unusable folder is named now
         self._stats = stats if stats is not None else StorageStats()
         self.parallel = parallel
         self.fetcher = Fetcher(self.storage_options, retry=self.retry, stats=self._stats,
@@ -255,9 +245,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         return idle
 
     def _release_passed(self, *, asked: bool = False) -> list[tuple[Closer, Any]]:
-        """Release the files outside :meth:`_keep`, and those held only for later (the plan
-        reads them again after others) to the read-ahead files others may evict; returns
-        their idle handles."""
+        """Release the files outside :meth:`_keep`; returns their idle handles."""
         keep = self._keep(asked=asked)
         idle = []
         for i in [i for i in self._handles.files() | set(self._entries) | set(self._ahead)
@@ -311,8 +299,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
                     self._schedule()
 
     def _acquire(self, i: int, *, ahead: bool = False) -> str:
-        """File ``i`` from the cache (downloaded first when absent): held, or for a
-        read-ahead (``ahead``) noted in ``_ahead`` and not held."""
+        """File ``i`` from the cache: held, or (``ahead``) noted in ``_ahead``."""
         obj = self.objects[i]
         with self._lock:
             was_ahead = self._ahead.pop(i, None) is not None
@@ -349,17 +336,15 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
             self._unpin(i)
 
     def ready(self, i: int) -> bool:
-        """Whether reading file ``i`` now waits for no download: it is in the cache (held,
-        read ahead, or left by an earlier reader), or known to have failed."""
+        """Whether reading file ``i`` now waits for no download (cached, or known failed)."""
         with self._lock:
             if i in self._entries or i in self._failed:
                 return True
         return self.cache.path_of(self.objects[i]) is not None
 
     def local_path(self, i: int) -> str:
-        """The local path of file ``i``, downloaded first if needed; held while it is in the
-        read-ahead window or open (before any :meth:`plan`: until :meth:`release_unused`).
-        Use :meth:`hold` or :meth:`open` to keep it whatever other readers need.
+        """The local path of file ``i``, downloaded first if needed; held while in the
+        read-ahead window or open (use :meth:`hold` or :meth:`open` to keep it).
 
         Raises:
             RemoteObjectError: the file was deleted or changed, or cannot be read.
@@ -478,9 +463,8 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         self._stopped = True
 
     def close(self) -> None:
-        """Stop read-ahead (a download in progress stops at its next range request, nothing
-        partial kept), close the handles and release the cached files (they stay in the
-        cache for the next run)."""
+        """Stop read-ahead and downloads, close the handles and release the cached files
+        (they stay in the cache for the next run)."""
         self._end_hold()
         with self._lock:
             self._closed = self._stopped = True

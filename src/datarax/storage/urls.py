@@ -1,13 +1,8 @@
 """Remote paths through fsspec: which paths are remote, listing, small reads.
 
-A path is *remote* when it is a URL with a scheme (``s3://``, ``gs://``, ``https://``,
-``memory://`` ... any fsspec protocol, with its own credentials; ``storage_options`` are
-passed to the filesystem, with datarax's defaults added where they set nothing). For S3
-the retries inside s3fs and botocore are off unless ``storage_options`` sets them: the
-fetcher retries itself, within its budget, and counts it; its requests' User-Agent is
-``datarax Botocore/<version> Python/<version>`` unless ``config_kwargs`` sets one. The
-connect and read timeouts of S3, GCS and HTTP(S) come from the :class:`RetryPolicy`
-(``DATARAX_RETRY_BUDGET``).
+A path is *remote* when it is a URL with a scheme (any fsspec protocol; ``storage_options``
+go to the filesystem, datarax's defaults added where they set nothing). S3's own retries
+are off unless ``storage_options`` set them: the fetcher retries, within its budget.
 
 Example:
     >>> is_remote("s3://bucket/data"), is_remote("/data/train"), is_remote("C:/data")
@@ -66,9 +61,8 @@ def is_remote(paths: Any) -> bool:
 
 
 def path_list(paths: Any, where: str) -> list[str]:
-    """``paths`` (a path, a glob pattern or a URL, as ``str`` or ``os.PathLike``, or a list
-    of them) as a list of ``str``, each local path's ``~`` expanded; ``where`` names the
-    argument in messages.
+    """``paths`` (a path, glob pattern or URL, or a list of them) as a list of ``str``, each
+    local path's ``~`` expanded; ``where`` names the argument in messages.
 
     Raises:
         ConfigError: an empty list, or something else than a path where one goes.
@@ -159,8 +153,7 @@ class RemoteObject:
 
     @property
     def span(self) -> tuple[int, int, int]:
-        """``(start, end, file size)``: the bytes of the file at :attr:`url` this object is
-        (all of them; a :class:`FileBlock` is a range)."""
+        """``(start, end, file size)``: the bytes of the file at :attr:`url` this object is."""
         return 0, self.size, self.size
 
 
@@ -202,10 +195,8 @@ S3_CONNECTIONS = 64  # S3 requests in flight at once per filesystem, unless stor
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
                retry: RetryPolicy | None = None) -> tuple[Any, str]:
-    """The fsspec filesystem for ``url`` and the path inside it; for S3, GCS and HTTP(S) its
-    connect and read timeouts are ``retry``'s (default :class:`RetryPolicy`), S3's own
-    retries are off and its connections :data:`S3_CONNECTIONS`, unless ``storage_options``
-    sets them.
+    """The fsspec filesystem for ``url`` and the path inside it, with ``retry``'s timeouts
+    (and for S3 no own retries, :data:`S3_CONNECTIONS`) unless ``storage_options`` set them.
 
     Raises:
         MissingExtraError: fsspec, or the protocol's package (s3fs, gcsfs), is missing.
@@ -229,8 +220,7 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
         config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
         # botocore's 10 connections would queue a first batch's hundreds of ranged reads
         config.setdefault("max_pool_connections", S3_CONNECTIONS)
-        # botocore builds its user agent string anew twice a request (~5 % of a first
-        # batch's CPU on the local test server); one given (Config's user_agent) is reused
+        # botocore builds its user agent anew twice a request unless Config gives one
         config.setdefault("user_agent", _user_agent())
         options["config_kwargs"] = config
     elif protocol in ("gs", "gcs"):
@@ -252,8 +242,6 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None,
 
 @functools.cache
 def _user_agent() -> str:
-    """The User-Agent of datarax's S3 requests: datarax, with botocore's and Python's
-    versions."""
     import platform
 
     import botocore
@@ -262,8 +250,7 @@ def _user_agent() -> str:
 
 
 def _with_timeouts(protocol: str, options: dict[str, Any], retry: RetryPolicy) -> dict[str, Any]:
-    """``options`` with ``retry``'s connect and read timeouts added for the filesystems that
-    take them (those ``options`` sets are kept), so one attempt never outlasts the budget."""
+    """``options`` with ``retry``'s timeouts added where unset."""
     connect, read = retry.connect_timeout_s, retry.read_timeout_s
     if protocol in ("s3", "s3a"):  # botocore: seconds to connect, and between bytes read
         config = dict(options.get("config_kwargs") or {})
@@ -319,9 +306,17 @@ def _url_of(fs: Any, url: str, path: str) -> str:
     return unstripped
 
 
+def _listed(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+    """``fn`` of each item, up to ``_LISTING_THREADS`` at once."""
+    if len(items) == 1:
+        return [fn(items[0])]
+    with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
+                                               thread_name_prefix="datarax-list") as pool:
+        return list(pool.map(fn, items))
+
+
 def _ask(call: Callable[[], T], url: str, retry: RetryPolicy, stats: StorageStats | None) -> T:
-    """``with_retries(call)``; a store still failing after the retries, or refusing access
-    (credentials missing or expired), is a :class:`RemoteStoreError` naming ``url``."""
+    """``with_retries(call)``, a store failing or refusing raised as RemoteStoreError."""
     try:
         return with_retries(call, url, retry, stats)
     except FileNotFoundError:
@@ -363,12 +358,9 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                                   "the prefix and the pattern.", path=url)
             unsized = [p for p, i in files if i.get("size") is None]  # e.g. an HTTP listing
             if unsized:
-                threads = min(_LISTING_THREADS, len(unsized))
-                with concurrent.futures.ThreadPoolExecutor(
-                        threads, thread_name_prefix="datarax-list") as pool:
-                    infos = dict(zip(unsized, pool.map(
-                        lambda p: _ask(lambda: fs.info(p), _url_of(fs, url, p), retry, stats),
-                        unsized)))
+                infos = dict(zip(unsized, _listed(
+                    lambda p: _ask(lambda: fs.info(p), _url_of(fs, url, p), retry, stats),
+                    unsized)))
                 files = [(p, infos.get(p, i)) for p, i in files]
             return [object_of(_url_of(fs, url, p), i) for p, i in files]
         try:
@@ -382,12 +374,7 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                               "pattern of them works).", path=url)
         return [object_of(url, info)]
 
-    if len(items) == 1:
-        found = [one(items[0])]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(items)),
-                                                   thread_name_prefix="datarax-list") as pool:
-            found = list(pool.map(one, items))
+    found = _listed(one, items)
     check_named_once([(url, [o.url for o in objs]) for url, objs in zip(items, found)])
     return [obj for objs in found for obj in objs]
 
@@ -396,12 +383,9 @@ def with_versions(objects: Sequence[RemoteObject],
                   storage_options: Mapping[str, Any] | None = None, *,
                   retry: RetryPolicy | None = None, stats: StorageStats | None = None,
                   ) -> list[RemoteObject]:
-    """``objects``, each without a version tag (a dataset's shards, named by its metadata)
-    given the one its file has in the store now: one listing of each folder (S3: a
-    request a thousand files), else (a store refusing or unable to list it) one ``info``
-    request a file. Their ranged reads are then tied to it: a file replaced after the
-    source was built is refused at its first read (:mod:`~datarax.storage.versions`). A
-    file missing, or reported without a version, keeps none (tied at its first read).
+    """``objects``, each without a version tag given the one its file has in the store now
+    (a listing a folder, else an ``info`` request a file), so a file replaced after the
+    source was built is refused at its first read (:mod:`~datarax.storage.versions`).
 
     Raises:
         RemoteStoreError: the store still fails after every retry, or refuses access.
@@ -439,14 +423,11 @@ def _folder_versions(folder: str, objects: list[RemoteObject],
         except FileNotFoundError:  # its first read names it missing
             return None
 
-    with concurrent.futures.ThreadPoolExecutor(min(_LISTING_THREADS, len(objects)),
-                                               thread_name_prefix="datarax-list") as pool:
-        return dict(zip([o.url for o in objects], pool.map(one, objects)))
+    return dict(zip([o.url for o in objects], _listed(one, objects)))
 
 
 def _same_file_key(file: str) -> str:
-    """What two names of one file share: a URL without its scheme's extra slashes
-    (``memory:///a`` is ``memory://a``), a local path resolved to its real path."""
+    """What two names of one file share (``memory:///a`` is ``memory://a``; a real path)."""
     scheme = _SCHEME.match(file)
     if scheme:
         return scheme.group(0) + file[scheme.end():].lstrip("/")
@@ -456,9 +437,8 @@ def _same_file_key(file: str) -> str:
 def check_named_once(named: Sequence[tuple[str, Sequence[str]]], where: str = "",
                      field: str = "paths", mix: str = "mix sources with MixSource weights",
                      ) -> None:
-    """Refuse a file that ``paths`` (the argument ``field``) names twice (each entry as given, with the files it
-    names: itself, or a glob pattern's matches), which each epoch would read twice; ``mix``
-    says how to read one file more often.
+    """Refuse a file that ``field`` names twice (``named``: each entry with the files it
+    names), which each epoch would read twice; ``mix`` says how to read one more often.
 
     Raises:
         ConfigError: naming the file, the two entries that name it and what to do.

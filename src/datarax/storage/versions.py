@@ -1,19 +1,10 @@
 """Ranged reads tied to one version of a remote object.
 
-Every ranged request datarax makes (a block, a run of records, a footer) names the version
-of the object it expects: the version tag (:func:`~datarax.storage.urls.version_tag`:
-ETag, GCS generation, modification time) the listing gave, else the one the file's first
-request was answered with. :func:`read_versioned` returns the bytes with the version that
-answered them, so a caller can refuse bytes of another version before it uses them:
-
-* S3 (s3fs): the ``GetObject`` request carries ``If-Match: <ETag>``; a store holding
-  another version answers 412 (:class:`VersionMismatch`), never the bytes. The ETag of
-  the answer is returned too (a store ignoring ``If-Match`` is caught by the caller's
-  comparison). No request is added.
-* Every other filesystem (local files, GCS, HTTP, ``memory://``): the range is read, then
-  the object's version is asked (``fs.info``: a ``stat`` for local files, one metadata
-  request for a remote store), so bytes read from a version that changed before or
-  during the read are refused.
+Every ranged request names the version it expects (the listing's version tag, else the
+one the file's first request was answered with); :func:`read_versioned` returns the bytes
+with the version that answered, so a caller can refuse another version's bytes. On S3 the
+``GetObject`` carries ``If-Match`` (a changed object answers 412: :class:`VersionMismatch`;
+no request added); elsewhere the version is asked (``fs.info``) after the range is read.
 
 Example:
     >>> import fsspec
@@ -38,10 +29,8 @@ from datarax.storage.urls import version_tag
 __all__ = ["PIECE", "VersionMismatch", "can_read_together", "read_versioned",
            "read_versioned_into", "read_versioned_together"]
 
-# bytes of an S3 answer handed on at a time by :func:`read_versioned_into`: a download's
-# pieces are written (and hashed) in its own thread while the event loop reads the next
-# ones, instead of a fresh buffer of the whole range (whose pages and join cost 64 files
-# of 10 MB ~40 % more client CPU than s3fs's copy) hashed once it is all in
+# bytes of an S3 answer handed on at a time by :func:`read_versioned_into`: written while
+# the event loop reads the next ones, no buffer of the whole range (less client CPU)
 PIECE = 1 << 20
 
 Wanted = tuple[str, int, int, "str | None"]  # (path, start, end, expected version)
@@ -79,12 +68,9 @@ def read_versioned_into(fs: Any, path: str, start: int, end: int, expected: str 
                         into: Callable[[int, bytes, int], None], *,
                         check: bool = True) -> str | None:
     """:func:`read_versioned`, the answer's bytes handed to ``into(offset, piece, length)``
-    as they come (``offset``: of ``piece`` in the answer; ``length``: the answer's) instead
-    of returned whole, in the calling thread; returns the version that answered. On S3 the
-    pieces are of at most :data:`PIECE` bytes, read on s3fs's event loop while ``into``
-    handles the ones before; elsewhere the answer is one piece. A failure midway raises
-    after the pieces already handed on (a retry continues from the first missing byte);
-    ``into`` raising stops the read.
+    as they come (``offset``: of ``piece`` in the answer; ``length``: the answer's), in the
+    calling thread; returns the version that answered. On S3 pieces are at most
+    :data:`PIECE` bytes; elsewhere the answer is one piece.
 
     Example:
         >>> import fsspec
@@ -159,16 +145,10 @@ def read_versioned_together(fs: Any, wanted: Sequence[tuple[Hashable, Wanted]],
                             arrived: Callable[[Any, Any], Future[Any] | None] | None = None,
                             ) -> dict[Any, tuple[bytes, str | None] | Exception]:
     """What :func:`read_versioned` answers for each ``(key, (path, start, end, expected))``
-    of ``wanted`` (``check`` on), by key, the requests sent together: one hand-off to
-    s3fs's event loop for all of them, ``at_once`` in flight (each a ``GetObject`` of the
-    range with ``If-Match``, through the client s3fs's public ``get_s3`` gives). A request
-    that failed answers its exception, the store's own (a 412: :class:`VersionMismatch`),
-    not retried: the caller retries, or asks again alone (:func:`read_versioned`). S3 only
-    (:func:`can_read_together`). ``arrived(key, answer)``, when given, runs on the event
-    loop as each answer comes (keep it short: hand the work to a thread); it may return a
-    ``concurrent.futures.Future`` of more ``(key, Wanted)`` pairs (e.g. the ranges a
-    thread found it needs once it decoded the answer): they are sent as soon as it is
-    done, in the same hand-off, and answered (and ``arrived``) like the others."""
+    of ``wanted``, by key, sent together in one hand-off to s3fs's event loop (``at_once``
+    in flight; S3 only). A failed request answers its exception, not retried.
+    ``arrived(key, answer)`` runs on the event loop as each answer comes; it may return a
+    ``Future`` of more ``(key, Wanted)`` pairs, sent in the same hand-off."""
     import asyncio
 
     import fsspec.asyn
