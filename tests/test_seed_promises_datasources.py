@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -195,3 +196,42 @@ def test_a_source_that_skips_base_init_is_told_so_by_state_and_config_too():
     assert str(err.value) == NO_BASE_INIT
     with pytest.raises(AttributeError, match="has no attribute 'other'$"):
         source.other  # noqa: B018 - other names keep Python's message
+
+
+class DrawsFromKey(DataSourceModule):
+    """Rule 3's get_batch_at(start, size, key), drawing one number per batch from key."""
+
+    def __init__(self, config: StructuralConfig) -> None:
+        super().__init__(config)
+        self.rows = nnx.data(jnp.arange(8))
+
+    def __len__(self) -> int:
+        return 8
+
+    def get_batch_at(self, start, size, key=None):
+        draw = jnp.full((size,), -1.0) if key is None else jax.random.uniform(key)
+        return {"x": self.rows[(jnp.arange(size) + start) % 8],
+                "draw": jnp.broadcast_to(draw, (size,))}
+
+
+def _draws(batch_size: int, seed: int = 0, epochs: int = 1) -> list[list[float]]:
+    pipeline = Pipeline(source=DrawsFromKey(StructuralConfig()), stages=[],
+                        batch_size=batch_size, rngs=nnx.Rngs(seed))
+    return [[float(b["draw"][0]) for b in pipeline] for _ in range(epochs)]
+
+
+def test_get_batch_at_gets_the_batchs_key_in_a_pipeline_and_none_read_directly():
+    assert [float(r["draw"]) for r in DrawsFromKey(StructuralConfig())] == [-1.0] * 8
+    (fours, next_epoch), (twos,) = _draws(4, epochs=2), _draws(2)
+    assert all(0.0 <= d < 1.0 for d in fours + twos)
+    assert twos[0] == fours[0] and twos[2] == fours[1]  # batches starting at 0 and at 4
+    assert twos[1] not in fours and len(set(fours + next_epoch)) == 4  # a key per start
+    assert _draws(4) == [fours] and _draws(4, seed=1) != [fours]  # the rngs decide
+    pipeline = Pipeline(source=DrawsFromKey(StructuralConfig()), stages=[], batch_size=2,
+                        rngs=nnx.Rngs(0))
+    next(iter(pipeline))
+    state = pipeline.get_state()
+    restored = Pipeline(source=DrawsFromKey(StructuralConfig()), stages=[], batch_size=2,
+                        rngs=nnx.Rngs(0))
+    restored.set_state(state)
+    assert [float(b["draw"][0]) for b in restored] == twos[1:]  # the same after a restore
