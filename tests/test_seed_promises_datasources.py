@@ -235,3 +235,24 @@ def test_get_batch_at_gets_the_batchs_key_in_a_pipeline_and_none_read_directly()
                         rngs=nnx.Rngs(0))
     restored.set_state(state)
     assert [float(b["draw"][0]) for b in restored] == twos[1:]  # the same after a restore
+
+
+def test_a_config_declaring_fields_without_dataclass_is_told_to_decorate_it():
+    # Rule 2's config is "@dataclass(frozen=True) class CSVDataSourceConfig(StructuralConfig)";
+    # without the decorator its fields are class attributes, which no call can set.
+    class CSVConfig(StructuralConfig):
+        file_path: str | None = None
+        delimiter: str = ","
+
+    message = ("CSVConfig declares fields (file_path, delimiter) but is not itself a "
+               "dataclass, so it takes none of them: decorate it with "
+               "@dataclass(frozen=True), as StructuralConfig is.")
+    for build in (lambda: CSVConfig(file_path="rows.csv"), CSVConfig):
+        with pytest.raises(TypeError) as err:
+            build()
+        assert str(err.value) == message
+
+    class Derived(MemorySourceConfig):  # no fields of its own: a dataclass's subclass
+        pass
+
+    assert Derived(shuffle=True).shuffle is True
