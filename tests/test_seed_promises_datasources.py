@@ -256,3 +256,15 @@ def test_a_config_declaring_fields_without_dataclass_is_told_to_decorate_it():
         pass
 
     assert Derived(shuffle=True).shuffle is True
+
+
+def test_a_hugging_face_dataset_object_is_named_with_its_columns_to_pass():
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"x": np.arange(4, dtype=np.int32), "t": list("abcd")})
+    with pytest.raises(DataraxError) as err:
+        MemorySource(MemorySourceConfig(), ds)
+    assert str(err.value) == ("MemorySource data must be a dict of arrays or a sequence of "
+                              "records, got Dataset; pass its columns: "
+                              "data.with_format('numpy')[:].")
+    source = MemorySource(MemorySourceConfig(), ds.with_format("numpy")[:])  # the fix works
+    assert [(int(r["x"]), r["t"]) for r in source] == [(0, "a"), (1, "b"), (2, "c"), (3, "d")]

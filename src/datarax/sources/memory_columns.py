@@ -75,6 +75,8 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             hint = "; pass list(data) (MemorySource holds every record; an iterator is read once)."
         elif isinstance(data, (str, bytes)):
             hint = "."
+        elif hasattr(data, "with_format") and hasattr(data, "column_names"):  # datasets'
+            hint = "; pass its columns: data.with_format('numpy')[:]."
         elif hasattr(data, "__len__") and hasattr(data, "__getitem__"):  # a dataset by index
             hint = (" (read by index, but not a list, tuple or collections.abc.Sequence); pass "
                     "[data[i] for i in range(len(data))].")
