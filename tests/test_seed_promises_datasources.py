@@ -268,3 +268,14 @@ def test_a_hugging_face_dataset_object_is_named_with_its_columns_to_pass():
                               "data.with_format('numpy')[:].")
     source = MemorySource(MemorySourceConfig(), ds.with_format("numpy")[:])  # the fix works
     assert [(int(r["x"]), r["t"]) for r in source] == [(0, "a"), (1, "b"), (2, "c"), (3, "d")]
+
+
+def test_rngs_given_positionally_is_named_in_one_line_with_its_keyword():
+    # The guide passes rngs by keyword (HFStreamingSource(config, rngs=nnx.Rngs(0))).
+    from datarax.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        MemorySource(MemorySourceConfig(), [{"x": 1}], nnx.Rngs(0))
+    message = str(err.value)
+    assert "\n" not in message
+    assert ", list [{'x': 1}], Rngs (rngs goes by keyword: rngs=nnx.Rngs(0)). Call " in message
