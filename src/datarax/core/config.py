@@ -55,8 +55,9 @@ def _fields_not_made(cls: type) -> list[str]:
     ``@dataclass`` on it): class attributes, never options (``ClassVar`` ones aside)."""
     if "__dataclass_fields__" in cls.__dict__:
         return []
-    own = inspect.get_annotations(cls)
-    return [name for name, kind in own.items() if "ClassVar" not in str(kind)]
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return [name for name, kind in inspect.get_annotations(cls).items()
+            if name not in fields and "ClassVar" not in str(kind)]
 
 
 def unknown_option_message(owner: str, name: str, options: list[str]) -> str:
