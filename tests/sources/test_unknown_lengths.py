@@ -24,8 +24,8 @@ CASES = {
     "concat": (lambda: ConcatSource([numbers(0, 3), NumberStream(3, 5)]),
                "ConcatSource has no length: parts [1] do not know theirs"),
     "stream": (lambda: NumberStream(0, 3),
-               "NumberStream has no length: it is a stream, read forward only; its length is "
-               "known once a pass is read."),
+               "NumberStream has no length: it is a stream, read forward only; len() does not "
+               "read a pass to count its records (count them as you iterate)."),
     "sampling mixture": (lambda: MixSource([numbers(0, 3), numbers(3, 5)], [1, 1],
                                            mode="sampling"),
                          "MixSource has no length: it samples endlessly (mode='sampling')"),

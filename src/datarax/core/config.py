@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,6 +36,12 @@ class _ConfigType(type):
     error names only the unknown keyword)."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        undeclared = _fields_not_made(cls)
+        if undeclared:
+            raise TypeError(
+                f"{cls.__name__} declares fields ({', '.join(undeclared)}) but is not itself "
+                "a dataclass, so it takes none of them: decorate it with "
+                "@dataclass(frozen=True), as StructuralConfig is.")
         options = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
         unknown = [name for name in kwargs if name not in options]
         if unknown:
@@ -42,6 +49,16 @@ class _ConfigType(type):
             why = getattr(cls, "refused_options", {}).get(unknown[0])
             raise TypeError(f"{message} {why}" if why else message)
         return super().__call__(*args, **kwargs)
+
+
+def _fields_not_made(cls: type) -> list[str]:
+    """Fields ``cls`` annotates in its own body without being a dataclass (no
+    ``@dataclass`` on it): class attributes, never options (``ClassVar`` ones aside)."""
+    if "__dataclass_fields__" in cls.__dict__:
+        return []
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return [name for name, kind in inspect.get_annotations(cls).items()
+            if name not in fields and "ClassVar" not in str(kind)]
 
 
 def unknown_option_message(owner: str, name: str, options: list[str]) -> str:

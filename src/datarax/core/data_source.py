@@ -293,8 +293,11 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         self.seek(epoch, index)
 
     def __getattr__(self, name: str) -> Any:
-        """Only for attributes not found: ``source.batch`` says where batching is done."""
+        """Only for attributes not found: ``source.batch`` says where batching is done; an
+        attribute the base's ``__init__`` sets, on a source built without it, says so."""
         hint = _NOT_A_SOURCE_METHOD.get(name)
+        if name in _SET_BY_BASE_INIT and "datarax_position" not in vars(self):
+            hint = _NO_BASE_INIT.format(name=type(self).__name__)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}"
                              + (f": {hint}" if hint else ""), name=name, obj=self)
 
@@ -395,6 +398,12 @@ _NOT_A_SOURCE_METHOD = {
              "Pipeline(source=source, stages=[], batch_size=N, rngs=nnx.Rngs(0))",
 }
 
+#: what DataSourceModule.__init__ sets: missing, a subclass skipped it
+_SET_BY_BASE_INIT = frozenset({"config", "name", "datarax_position"})
+_NO_BASE_INIT = ("{name} was built without DataSourceModule.__init__, which gives a source "
+                 "its position: call super().__init__(config, rngs=rngs, name=name) first in "
+                 "its __init__.")
+
 
 class _DirectEnd(HostState):
     """Where direct reads (``for record in source``) last ended an epoch: a source of
@@ -426,11 +435,7 @@ def check_contract(source: DataSourceModule) -> None:
             "streaming). Implement one of them to use it as a data source."
         )
     if getattr(source, "datarax_position", None) is None:  # set by DataSourceModule.__init__
-        raise SourceContractError(
-            f"{name} was built without DataSourceModule.__init__, which gives a source its "
-            "position: call super().__init__(config, rngs=rngs, name=name) first in its "
-            "__init__."
-        )
+        raise SourceContractError(_NO_BASE_INIT.format(name=name))
     problem = _call_problem(type(source))
     if problem is not None:
         raise SourceContractError(problem)

@@ -68,7 +68,13 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         return True
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
-        """``size`` records starting at global position ``start`` (stateless, traceable)."""
+        """``size`` records starting at global position ``start`` (stateless, traceable).
+
+        ``key`` is the batch's key in a Pipeline (its key folded with ``start``: the same
+        for the same ``rngs`` and start, after a restore too) and None when the source is
+        iterated directly or traced for its spec. A draw from it belongs to the batch, so
+        it changes with ``batch_size``; draw per-record randomness in a stochastic stage
+        (keyed by :meth:`record_indices_at`) instead."""
         raise NotImplementedError(f"{type(self).__name__} does not implement get_batch_at")
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:

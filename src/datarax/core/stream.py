@@ -111,7 +111,8 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
 
     def length_or_reason(self) -> int | str:
         """Why a stream has no length (a stream that knows its length says it here)."""
-        return "it is a stream, read forward only; its length is known once a pass is read."
+        return ("it is a stream, read forward only; len() does not read a pass to count its "
+                "records (count them as you iterate).")
 
     def get_batch(self, batch_size: int) -> Batch | None:  # pragma: no cover - abstract
         """The next batch (at most ``batch_size`` records) of the current pass, or None."""

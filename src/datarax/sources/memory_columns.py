@@ -7,7 +7,7 @@ field path, checked: device arrays for numbers (under :mod:`datarax.core.dtypes`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -73,6 +73,15 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             hint = "; name the field: {'x': array} (records along axis 0)."
         elif isinstance(data, Iterator):
             hint = "; pass list(data) (MemorySource holds every record; an iterator is read once)."
+        elif isinstance(data, (str, bytes)):
+            hint = "."
+        elif hasattr(data, "with_format") and hasattr(data, "column_names"):  # datasets'
+            hint = "; pass its columns: data.with_format('numpy')[:]."
+        elif hasattr(data, "__len__") and hasattr(data, "__getitem__"):  # a dataset by index
+            hint = (" (read by index, but not a list, tuple or collections.abc.Sequence); pass "
+                    "[data[i] for i in range(len(data))].")
+        elif isinstance(data, Iterable):
+            hint = "; pass list(data) (a sequence: a list or tuple of records)."
         else:
             hint = "."
         raise DataraxError(

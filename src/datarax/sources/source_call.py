@@ -55,7 +55,10 @@ def describe(value: Any) -> str:
     """``value`` named for a message: its type and a shortened repr."""
     if value is None:
         return "None"
-    return f"{type(value).__name__} {_SHORT.repr(value)}"
+    text = _SHORT.repr(value)
+    if "\n" in text:  # an NNX object's repr (nnx.Rngs ...): its type alone
+        return type(value).__name__
+    return f"{type(value).__name__} {text}"
 
 
 def source_config(source: Any, config: Any, settings: dict[str, Any]) -> Any:
@@ -174,6 +177,8 @@ def config_keyword(source: str, config: Any, data: Any, extra: tuple[Any, ...],
             f"{source} takes {counts[len(names)]}, the config"
             + "".join(f"{' and then' if k == 0 else ' and'} the {n}" for k, n in enumerate(names))
             + f"; got {len(given)}: " + ", ".join(describe(v) for v in given)
+            + (" (rngs goes by keyword: rngs=nnx.Rngs(0))"
+               if any(type(v).__name__ == "Rngs" for v in extra) else "")
             + f". Call {forms}.")
     if "config" not in settings:
         return config
