@@ -105,9 +105,11 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
     if isinstance(value, np.ndarray | np.generic):
         array = np.asarray(value)
         if array.dtype != want and not np.can_cast(array.dtype, want, "safe"):
+            way = (f", or declare the field {array.dtype}" if array.dtype.kind in "biufc" else
+                   f": a field cannot be {array.dtype}, an ml_dtypes type")  # no NumPy name
             raise RecordMismatchError(
                 f"{located(f.name, row)}: dtype {array.dtype}, the features say {want} (cast the "
-                f"value, or declare the field {array.dtype}).", field=f.name, row=row, mismatch=True)
+                f"value{way}).", field=f.name, row=row, mismatch=True)
     else:
         try:
             array = np.asarray(value)
