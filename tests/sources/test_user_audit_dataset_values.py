@@ -14,19 +14,20 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule  # 
 
 
 @pytest.mark.parametrize(
-    ("first", "later", "dtype"),
+    ("first", "later", "dtype", "keep"),
     [
-        (True, 2, "bool"),  # 2 would have been stored as True
-        (False, -1, "bool"),
-        (1.5, 1e300, "float32"),  # 1e300 would have been stored as inf
-        (np.uint8(1), 256, "uint8"),
-        (np.int8(1), -129, "int8"),
+        (True, 2, "bool", ""),  # 2 would have been stored as True
+        (False, -1, "bool", ""),
+        (1.5, 1e300, "float32", "float64"),  # 1e300 would have been stored as inf
+        (np.uint8(1), 256, "uint8", "uint64"),
+        (np.int8(1), -129, "int8", "int64"),
     ],
 )
-def test_a_value_its_field_cannot_hold_is_refused(tmp_path, first, later, dtype):
+def test_a_value_its_field_cannot_hold_is_refused(tmp_path, first, later, dtype, keep):
     with pytest.raises(ConversionError) as err:
         write_dataset([{"x": first}, {"x": later}], str(tmp_path / "ds"))
-    assert f"row 1, field 'x': values do not fit {dtype}." in str(err.value)
+    wider = f" (declare the field {keep} in features= to keep them)" if keep else ""
+    assert f"row 1, field 'x': values do not fit {dtype}{wider}." in str(err.value)
 
 
 def test_values_that_fit_read_back_exactly(tmp_path):
