@@ -383,8 +383,9 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         array = np.asarray(value)
     except ValueError as err:  # a ragged nested list
         raise not_an_array(name, None, err) from err
-    if array.dtype.kind == "V" and not array.dtype.names and not array.dtype.name.startswith("void"):
-        raise _ml_dtype_field(name, array.dtype)
+    dtype = array.dtype
+    if dtype.kind == "V" and not dtype.names and not dtype.name.startswith("void"):
+        raise _ml_dtype_field(name, dtype)  # bfloat16, float8, int4: no NumPy name
     if array.dtype.kind not in "biufc":
         raise null_in_list(name, None, value) or RecordMismatchError(
             f"field '{name}': cannot store a value of type {type(value).__name__} "

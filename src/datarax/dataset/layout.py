@@ -133,7 +133,8 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
         or (out.dtype.kind == "f" and bool((np.isinf(out) & ~np.isinf(array)).any()))
     ):
         wider = {"f": "float64", "i": "int64", "u": "uint64"}.get(want.kind, want.name)
-        keep = f" (declare the field {wider} in features= to keep them)" if wider != want.name else ""
+        keep = (f" (declare the field {wider} in features= to keep them)"
+                if wider != want.name else "")
         raise RecordMismatchError(f"{located(f.name, row)}: values do not fit {want}{keep}.",
                                   field=f.name, row=row, mismatch=True)
     if out.dtype.kind == "f" and array.dtype.kind in "iu" and not np.array_equal(out, array):

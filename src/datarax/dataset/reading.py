@@ -90,6 +90,9 @@ class DatasetDecoder:
     one shape per field).
     """
 
+    #: the fix a 64-bit message names last (the source has no exclude_keys)
+    dtype_fix = "rewrite the dataset with the field as 32 bits (where its values fit) or without it"
+
     def __init__(self, features: Features, *, cast_float64: bool = False) -> None:
         ragged = [f for f in features.fields if None in f.shape]
         if ragged:
@@ -113,7 +116,8 @@ class DatasetDecoder:
             if column.dtype.kind != "O" and column.dtype.isnative:
                 column = seal(column)  # the reader's own batch: to JAX with no other copy
             if column.dtype.kind in "iuf" and column.dtype.itemsize == 8:
-                column = fit_value(name, column, cast_float64=self.cast_float64)
+                column = fit_value(name, column, cast_float64=self.cast_float64,
+                                   drop_hint=self.dtype_fix)
             out[name] = column
         return out
 
