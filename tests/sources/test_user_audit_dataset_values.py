@@ -154,3 +154,25 @@ def test_a_64bit_value_read_back_names_fixes_a_dataset_reader_has(tmp_path):
         "cast_float64=True in the config to cast it to float32, enable x64 with "
         "jax.config.update('jax_enable_x64', True), or rewrite the dataset with the field as "
         "32 bits (where its values fit) or without it.")
+
+
+def test_a_label_past_int32_read_with_decode_images_names_the_same_fixes(tmp_path):
+    import datarax
+    from PIL import Image
+
+    from datarax.core.errors import RecordError
+
+    rows = [{"image": Image.fromarray(np.full((8, 8, 3), i, np.uint8)),
+             "label": np.int64(2**40 if i == 1 else i)} for i in range(2)]
+    write_dataset(rows, str(tmp_path / "ds"))
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "ds"),
+                                     decode=datarax.decode_images("image", resize=8, crop=8))
+    try:
+        with pytest.raises(RecordError) as err:
+            source.get_batch(2)
+    finally:
+        source.close()
+    assert ("field 'label' is int64 and holds 1099511627776, outside the int32 range, so it "
+            "cannot be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+            "jax.config.update('jax_enable_x64', True), or rewrite the dataset with the field "
+            "as 32 bits (where its values fit) or without it.") in str(err.value)

@@ -42,7 +42,12 @@ from datarax.dataset.images import IMAGE_MODES, open_image
 from datarax.errors import MissingExtraError, RecordError
 from datarax.host.arrays import fresh_aligned
 
-__all__ = ["decode_records", "encode_record", "record_encoder"]
+__all__ = ["DATASET_DTYPE_FIX", "decode_records", "encode_record", "record_encoder"]
+
+#: the fix a 64-bit message names last for a dataset's field read back while x64 is off
+#: (its readers have no ``exclude_keys``, and their decode is not the user's)
+DATASET_DTYPE_FIX = ("rewrite the dataset with the field as 32 bits (where its values fit) "
+                     "or without it")
 
 _U32 = np.dtype("<u4")
 _F32 = struct.Struct("<f")
