@@ -124,3 +124,23 @@ def test_features_read_like_a_mapping_of_names() -> None:
 def test_numpy_float64_scalar_keeps_its_dtype_python_float_is_float32() -> None:
     features = infer_features({"a": np.float64(0.1), "b": 0.1, "c": np.float32(0.1)})
     assert [features[n].dtype for n in features] == ["float64", "float32", "float32"]
+
+
+def test_an_ml_dtypes_value_names_the_exact_casts_a_field_can_hold() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    value = np.array([1.5, 2.0], ml_dtypes.bfloat16)
+    with pytest.raises(RecordMismatchError) as inferred:
+        infer_features({"w": value})
+    assert str(inferred.value) == (
+        "field 'w' is bfloat16 (an ml_dtypes type), which a dataset field cannot store: its "
+        "dtype is a NumPy one. Store value.astype(np.float32) (exact) and cast it back in a "
+        "stage, or value.view(np.uint16) to keep its bits "
+        "(jax.lax.bitcast_convert_type(x, jnp.bfloat16) in a stage).")
+    features = Features((Field("w", "float16", (2,), "raw"),))
+    with pytest.raises(RecordMismatchError) as declared:
+        encode_record(features, {"w": value}, row=3)
+    assert str(declared.value).endswith(
+        "dtype bfloat16, the features say float16 (cast the value: a field cannot be "
+        "bfloat16, an ml_dtypes type).")
+    exact = Features((Field("w", "float32", (2,), "raw"),))  # every bfloat16 is a float32
+    assert decode_records(exact, [encode_record(exact, {"w": value})])["w"].tolist() == [[1.5, 2.0]]

@@ -13,6 +13,7 @@ import pytest
 from flax import nnx
 
 from datarax.core.lengths import length_or_none
+from datarax.core.dtypes import NarrowingError
 from datarax.core.errors import DataraxError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import (ConcatSource, FlatMapSource, MemorySource, MemorySourceConfig,
@@ -137,6 +138,20 @@ def test_an_output_of_another_structure_is_refused_naming_the_record_and_field()
 
     with pytest.raises(DataraxError, match=r"output 0 of parent record 1 has fields \['b'\]"):
         read_all(FlatMapSource(parent(), renamed, max_outputs=1), 4)
+
+
+def test_a_64bit_output_that_does_not_fit_names_its_path_and_the_fix_in_fn():
+    def widen(record):
+        r = int(record["r"])
+        return [{"r": np.int32(r), "meta": {"id": np.int64(2**40 if r == 2 else r)}}]
+
+    with pytest.raises(NarrowingError) as err:
+        read(FlatMapSource(parent(), widen, max_outputs=1), 6, lambda batch, stable: None)
+    assert str(err.value) == (
+        "FlatMapSource, output 0 of parent record 2 (position 2 of pass 0): field 'meta/id' is "
+        "int64 and holds 1099511627776, outside the int32 range, so it cannot be cast to int32 "
+        "without loss while jax_enable_x64 is off. Enable x64 with "
+        "jax.config.update('jax_enable_x64', True), or cast or drop the field in fn.")
 
 
 def test_bad_returns_of_fn_are_refused_naming_the_parent_record():

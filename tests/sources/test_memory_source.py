@@ -122,6 +122,20 @@ def test_bad_data_is_refused_with_a_clear_error(data, message):
         MemorySource(MemorySourceConfig(), data)
 
 
+def test_a_hugging_face_dataset_is_refused_naming_its_columns_as_the_data():
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"label": [3, 1, 2], "word": ["a", "b", "c"]})
+    with pytest.raises(DataraxError) as err:
+        MemorySource(MemorySourceConfig(), ds)
+    assert str(err.value) == (
+        "MemorySource data must be a dict of arrays or a sequence of records, got Dataset; "
+        "pass its columns, data.with_format('numpy')[:] (a Hugging Face Dataset), or read a "
+        "folder written by data.save_to_disk(folder) with HFEagerSource.")
+    source = MemorySource(MemorySourceConfig(), ds.with_format("numpy")[:])  # as it says
+    assert source.element_spec()["label"].dtype == np.int32  # int64 values that fit
+    assert np.asarray(source.get_batch_at(0, 3)["label"]).tolist() == [3, 1, 2]
+
+
 def test_records_of_narrow_dtypes_stack_as_numpy_promotes_them():
     """Mixed dtypes whose promotion holds every value and is no 64-bit float are kept."""
     source = MemorySource(MemorySourceConfig(), [{"a": np.uint8(200)}, {"a": np.int8(-6)}])

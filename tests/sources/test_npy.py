@@ -405,3 +405,16 @@ def test_a_file_replaced_by_rename_keeps_serving_the_version_opened(tmp_path):
     __import__("os").replace(tmp_path / "new.npy", path)
     assert source.get_batch(3)["x"].tolist() == [3, 4, 5]
     source.close()
+
+
+def test_a_float64_value_past_float32_names_float32_as_the_type_to_save(tmp_path):
+    path = save(tmp_path, "f.npy", np.asarray([0.5, 1e300, 2.0]))
+    source = NpySource(NpySourceConfig(paths=path, cast_float64=True))
+    with pytest.raises(RecordError) as err:
+        epoch_batches(source, 3)
+    assert str(err.value).startswith(
+        f"NpySource: cannot read record 1 of file '{path}' (epoch 0): field 'data' is float64 "
+        "and holds 1e+300, beyond the float32 range, so casting it to float32 would make it "
+        "inf. Enable x64 with jax.config.update('jax_enable_x64', True), scale the values, or "
+        "save the shards as float32. The record is otherwise readable")
+    source.close()

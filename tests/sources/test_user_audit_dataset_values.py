@@ -14,19 +14,20 @@ from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule  # 
 
 
 @pytest.mark.parametrize(
-    ("first", "later", "dtype"),
+    ("first", "later", "dtype", "keep"),
     [
-        (True, 2, "bool"),  # 2 would have been stored as True
-        (False, -1, "bool"),
-        (1.5, 1e300, "float32"),  # 1e300 would have been stored as inf
-        (np.uint8(1), 256, "uint8"),
-        (np.int8(1), -129, "int8"),
+        (True, 2, "bool", ""),  # 2 would have been stored as True
+        (False, -1, "bool", ""),
+        (1.5, 1e300, "float32", "float64"),  # 1e300 would have been stored as inf
+        (np.uint8(1), 256, "uint8", "uint64"),
+        (np.int8(1), -129, "int8", "int64"),
     ],
 )
-def test_a_value_its_field_cannot_hold_is_refused(tmp_path, first, later, dtype):
+def test_a_value_its_field_cannot_hold_is_refused(tmp_path, first, later, dtype, keep):
     with pytest.raises(ConversionError) as err:
         write_dataset([{"x": first}, {"x": later}], str(tmp_path / "ds"))
-    assert f"row 1, field 'x': values do not fit {dtype}." in str(err.value)
+    wider = f" (declare the field {keep} in features= to keep them)" if keep else ""
+    assert f"row 1, field 'x': values do not fit {dtype}{wider}." in str(err.value)
 
 
 def test_values_that_fit_read_back_exactly(tmp_path):
@@ -124,3 +125,54 @@ def test_an_image_folder_whose_first_image_is_grey_keeps_the_colour_of_the_rest(
     info, _ = convert(str(tmp_path / "images"), str(tmp_path / "out"))
     assert info.features["image"].shape == (4, 4, 3)  # was (4, 4, 1): every image stored grey
     assert _read_images(tmp_path / "out") == [[50, 50, 50], [10, 20, 30], [11, 21, 31]]
+
+
+def test_a_64bit_value_read_back_names_fixes_a_dataset_reader_has(tmp_path):
+    # no decode of the user's and no exclude_keys: the fixes are x64 or the written field
+    from datarax.core.errors import ConfigError, RecordError
+
+    write_dataset([{"id": np.int64(7)}, {"id": np.int64(2**40)}], str(tmp_path / "ids"))
+    write_dataset([{"w": np.float64(0.5)}], str(tmp_path / "weights"))
+    ids = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "ids"))
+    try:
+        with pytest.raises(RecordError) as wide:
+            ids.get_batch(2)
+    finally:
+        ids.close()
+    assert ("field 'id' is int64 and holds 1099511627776, outside the int32 range, so it cannot "
+            "be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+            "jax.config.update('jax_enable_x64', True), or rewrite the dataset with the field "
+            "as 32 bits (where its values fit) or without it.") in str(wide.value)
+    weights = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "weights"))
+    try:
+        with pytest.raises(ConfigError) as refused:
+            weights.element_spec()
+    finally:
+        weights.close()
+    assert str(refused.value).endswith(
+        "field 'w' is float64 but jax_enable_x64 is off, and datarax never narrows silently. Set "
+        "cast_float64=True in the config to cast it to float32, enable x64 with "
+        "jax.config.update('jax_enable_x64', True), or rewrite the dataset with the field as "
+        "32 bits (where its values fit) or without it.")
+
+
+def test_a_label_past_int32_read_with_decode_images_names_the_same_fixes(tmp_path):
+    import datarax
+    from PIL import Image
+
+    from datarax.core.errors import RecordError
+
+    rows = [{"image": Image.fromarray(np.full((8, 8, 3), i, np.uint8)),
+             "label": np.int64(2**40 if i == 1 else i)} for i in range(2)]
+    write_dataset(rows, str(tmp_path / "ds"))
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), str(tmp_path / "ds"),
+                                     decode=datarax.decode_images("image", resize=8, crop=8))
+    try:
+        with pytest.raises(RecordError) as err:
+            source.get_batch(2)
+    finally:
+        source.close()
+    assert ("field 'label' is int64 and holds 1099511627776, outside the int32 range, so it "
+            "cannot be cast to int32 without loss while jax_enable_x64 is off. Enable x64 with "
+            "jax.config.update('jax_enable_x64', True), or rewrite the dataset with the field "
+            "as 32 bits (where its values fit) or without it.") in str(err.value)

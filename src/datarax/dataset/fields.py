@@ -324,6 +324,17 @@ def kept_image(value: Any) -> tuple[bytes, ImageHeader] | None:
     return None if header is None else (value, header)
 
 
+def _ml_dtype_field(name: str, dtype: np.dtype) -> RecordMismatchError:
+    """A value of an ml_dtypes type (bfloat16, float8, int4), which a field cannot hold:
+    the metadata names NumPy dtypes, and a reader without ml_dtypes could not read it."""
+    cast = "np.int8" if dtype.name.startswith(("int", "uint")) else "np.float32"
+    return RecordMismatchError(
+        f"field '{name}' is {dtype.name} (an ml_dtypes type), which a dataset field cannot "
+        f"store: its dtype is a NumPy one. Store value.astype({cast}) (exact) and cast it back "
+        f"in a stage, or value.view(np.uint{8 * dtype.itemsize}) to keep its bits "
+        f"(jax.lax.bitcast_convert_type(x, jnp.{dtype.name}) in a stage).", field=name)
+
+
 def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = None) -> Field:
     """The :class:`Field` a value of one record implies.
 
@@ -368,6 +379,9 @@ def infer_field(name: str, value: Any, *, class_names: Sequence[str] | None = No
         array = np.asarray(value)
     except ValueError as err:  # a ragged nested list
         raise not_an_array(name, None, err) from err
+    dtype = array.dtype
+    if dtype.kind == "V" and not dtype.names and not dtype.name.startswith("void"):
+        raise _ml_dtype_field(name, dtype)  # bfloat16, float8, int4: no NumPy name
     if array.dtype.kind not in "biufc":
         raise null_in_list(name, None, value) or RecordMismatchError(
             f"field '{name}': cannot store a value of type {type(value).__name__} "

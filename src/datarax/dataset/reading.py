@@ -24,7 +24,7 @@ from typing import Any
 from datarax.core.dtypes import fit_value
 from datarax.core.owned import fresh_aligned, seal
 from datarax.dataset.fields import Features
-from datarax.dataset.layout import decode_records
+from datarax.dataset.layout import DATASET_DTYPE_FIX, decode_records
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
 from datarax.storage.local_glob import pattern_files
@@ -90,6 +90,9 @@ class DatasetDecoder:
     one shape per field).
     """
 
+    #: the fix a 64-bit message names last (read by DecodedRecords too)
+    dtype_fix = DATASET_DTYPE_FIX
+
     def __init__(self, features: Features, *, cast_float64: bool = False) -> None:
         ragged = [f for f in features.fields if None in f.shape]
         if ragged:
@@ -113,7 +116,8 @@ class DatasetDecoder:
             if column.dtype.kind != "O" and column.dtype.isnative:
                 column = seal(column)  # the reader's own batch: to JAX with no other copy
             if column.dtype.kind in "iuf" and column.dtype.itemsize == 8:
-                column = fit_value(name, column, cast_float64=self.cast_float64)
+                column = fit_value(name, column, cast_float64=self.cast_float64,
+                                   drop_hint=self.dtype_fix)
             out[name] = column
         return out
 

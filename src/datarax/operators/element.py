@@ -12,7 +12,7 @@ from datarax.core.batch import batch_length, record_at, stack_records
 from datarax.core.config import StructuralConfig
 from datarax.core.element import Element
 from datarax.core.errors import DataraxError
-from datarax.core.dtypes import is_host_leaf, text_as_list
+from datarax.core.dtypes import fit_value, is_host_leaf, text_as_list
 from datarax.operators._records import (
     TRACER_ERRORS,
     FunctionOperator,
@@ -22,6 +22,9 @@ from datarax.operators._records import (
     traced_fn_error,
 )
 from datarax.typing import Batch
+
+
+_RETURN_32_BITS = "return 32-bit values from fn (np.int32, np.float32)."
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,16 @@ class ElementOperator(FunctionOperator):
         outputs = [
             self._call(record_at(data, i), None if keys is None else keys[i]) for i in range(n)
         ]
-        stacked = stack_records(outputs)
-        return jax.tree.map(lambda v: text_as_list(v) if is_host_leaf(v) else jnp.asarray(v),
-                            stacked, is_leaf=is_host_leaf)
+        where = f"ElementOperator '{self.name}'"
+
+        def to_batch(path: Any, value: Any) -> Any:
+            if is_host_leaf(value):
+                return text_as_list(value)
+            # 64-bit values as a traced fn's would be (float64 to float32), but never
+            # wrapped (int64 past int32) or made inf: jnp.asarray would do so silently
+            name = "/".join(str(getattr(k, "key", k)) for k in path)
+            return jnp.asarray(fit_value(name, value, cast_float64=True, where=where,
+                                         drop_hint=_RETURN_32_BITS))
+
+        return jax.tree_util.tree_map_with_path(to_batch, stack_records(outputs),
+                                                is_leaf=is_host_leaf)

@@ -276,7 +276,10 @@ class Pipeline(nnx.Module):
 
     def element_spec(self) -> Any:
         """Per-record structure of the batches this pipeline hands out (after the stages),
-        computed abstractly: nothing is read and no epoch is spent."""
+        computed abstractly: nothing is read and no epoch is spent. A source with text
+        fields is the exception: its stages run on the host, record by record, and are not
+        traced, so this is the source's spec (``TextSpec`` for text), without what the
+        stages add or change."""
         spec = output_spec(self._context())
         if self.plan.pad_remainder:
             spec = {**spec, "valid": jax.ShapeDtypeStruct((), np.bool_)}

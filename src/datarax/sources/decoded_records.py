@@ -186,6 +186,9 @@ class DecodedRecords:
     def __init__(self, decode: Callable[[Any], Mapping[str, Any]], *, cast_float64: bool = False) -> None:
         self.decode = decode
         self.cast_float64 = cast_float64
+        # the fix a 64-bit message names last: a decoder of datarax's own (a dataset's,
+        # which the user did not write) names its own as ``dtype_fix``
+        self.dtype_fix = getattr(getattr(decode, "__self__", None), "dtype_fix", _DECODE_FIX)
         # per-record host specs (no JAX: workers check against them), from the first record
         self.fields: dict[str, ArraySpec | TextSpec] | None = None
         self._spec: dict[str, Any] | None = None  # .spec, made once in the source's process
@@ -336,7 +339,7 @@ class DecodedRecords:
             if isinstance(value, Mapping):
                 raise _nested(key, value, first=reference is None)
         record = {
-            key: fit_value(key, value, cast_float64=self.cast_float64, drop_hint=_DECODE_FIX)
+            key: fit_value(key, value, cast_float64=self.cast_float64, drop_hint=self.dtype_fix)
             for key, value in record.items()
         }
         if reference is None:

@@ -26,17 +26,24 @@ from datarax.sources.decoded_records import spec_of
 __all__ = ["check_tree", "fit_tree", "spec_tree"]
 
 
-def fit_tree(record: Mapping[str, Any], cast_float64: bool, where: str) -> dict[str, Any]:
-    """``record``'s values fitted to the dtypes a batch holds (text kept as it is)."""
+def fit_tree(record: Mapping[str, Any], cast_float64: bool, where: str,
+             prefix: str = "") -> dict[str, Any]:
+    """``record``'s values fitted to the dtypes a batch holds (text kept as it is); a
+    value that does not fit is named by its path (``meta/id``)."""
     out: dict[str, Any] = {}
     for key, value in record.items():
         if isinstance(value, Mapping):
-            out[key] = fit_tree(value, cast_float64, where)
+            out[key] = fit_tree(value, cast_float64, where, f"{prefix}{key}/")
         elif is_text_scalar(value):
             out[key] = value
         else:
-            out[key] = fit_value(str(key), value, cast_float64=cast_float64, where=f"FlatMapSource, {where}")
+            out[key] = fit_value(f"{prefix}{key}", value, cast_float64=cast_float64,
+                                 where=f"FlatMapSource, {where}", drop_hint=_FIX_IN_FN)
     return out
+
+
+#: the last fix a 64-bit message names (FlatMapSource has no exclude_keys)
+_FIX_IN_FN = "cast or drop the field in fn."
 
 
 def spec_tree(record: Mapping[str, Any]) -> dict[str, Any]:

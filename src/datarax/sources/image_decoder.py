@@ -57,7 +57,7 @@ from datarax.host.threads import run_behind_consumer
 from datarax.dataset.fields import Features, error_text
 from datarax.dataset.image_decode import resize_and_crop, resized_crop
 from datarax.dataset.image_open import image_named
-from datarax.dataset.layout import decode_records
+from datarax.dataset.layout import DATASET_DTYPE_FIX, decode_records
 from datarax.sources.decode_processes import in_decode_worker
 from datarax.sources.decoded_records import KeyedRecord
 
@@ -103,6 +103,9 @@ class ImageDecoder:
     (:meth:`for_dataset`); unbound (plain ArrayRecord files), each record is the
     encoded image itself.
     """
+
+    #: the fix a 64-bit message names last (read by DecodedRecords too)
+    dtype_fix = DATASET_DTYPE_FIX
 
     field: str
     resize: int | tuple[int, int] | None
@@ -176,7 +179,8 @@ class ImageDecoder:
         else:
             columns = decode_records(self.features, [k[0] for k in keys],
                                      encoded=frozenset((self.field,)))
-            columns = {name: fit_value(name, column, cast_float64=False)
+            columns = {name: fit_value(name, column, cast_float64=False,
+                                       drop_hint=DATASET_DTYPE_FIX)
                        if name != self.field and column.dtype.kind in "iu"
                        and column.dtype.itemsize == 8 else column
                        for name, column in columns.items()}
@@ -206,7 +210,8 @@ class ImageDecoder:
             columns = decode_records(self.features, [raw], encoded=frozenset((self.field,)))
             # 64-bit values as the reader keeps them (a label: int32), so that a chunk's
             # records stack in one step
-            fields = {name: fit_value(name, column[0], cast_float64=False)
+            fields = {name: fit_value(name, column[0], cast_float64=False,
+                                      drop_hint=DATASET_DTYPE_FIX)
                       if column.dtype.kind in "iu" and column.dtype.itemsize == 8 else column[0]
                       for name, column in columns.items()}
         fields[self.field] = self.decode_image(fields[self.field], index, epoch)

@@ -71,6 +71,9 @@ def to_columns(data: Any, cast_float64: bool) -> dict[Path, Any]:
             hint = "; pass dict(frame), its columns by name."
         elif isinstance(data, (np.ndarray, jax.Array)):
             hint = "; name the field: {'x': array} (records along axis 0)."
+        elif hasattr(data, "with_format") and type(data).__module__.startswith("datasets"):
+            hint = ("; pass its columns, data.with_format('numpy')[:] (a Hugging Face Dataset), "
+                    "or read a folder written by data.save_to_disk(folder) with HFEagerSource.")
         elif isinstance(data, Iterator):
             hint = "; pass list(data) (MemorySource holds every record; an iterator is read once)."
         elif isinstance(data, (str, bytes)):

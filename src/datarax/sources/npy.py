@@ -447,11 +447,13 @@ class NpySource(RandomAccessSource):
         return [{name: column[j] for name, column in columns.items()} for j in range(len(keys))]
 
     def decode(self, raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """64-bit integer fields narrowed to int32 when the value fits (else refused)."""
+        """64-bit fields narrowed when the value fits: int64 to int32, float64 to float32
+        with ``cast_float64`` (else refused, naming the 32-bit type to save)."""
         for name in self._wide:
+            value = raw[name]
             raw[name] = fit_value(
-                name, raw[name], cast_float64=self.config.cast_float64,
-                drop_hint="save the shards as int32",
+                name, value, cast_float64=self.config.cast_float64,
+                drop_hint=f"save the shards as {_narrow_name(value.dtype)}",
             )
         return raw
 
