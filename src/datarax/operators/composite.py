@@ -209,9 +209,9 @@ class CompositeOperatorModule(OperatorModule):
                 result[name] = jnp.concatenate(values, axis=1)
             elif merge == "stack":
                 result[name] = jnp.stack(values, axis=1)
-            elif merge == "sum":  # as jnp.sum: small integers add in 32 bits, never wrap
+            elif merge == "sum":
                 result[name] = jnp.sum(jnp.stack(values), axis=0)
-            else:  # as jnp.mean: integer fields average as float32
+            else:
                 result[name] = jnp.mean(jnp.stack(values), axis=0)
         return result
 
@@ -220,9 +220,7 @@ class CompositeOperatorModule(OperatorModule):
         result: Batch = {}
         for name in outputs[0]:
             total = sum(w * out[name] for w, out in zip(weights, outputs))
-            # a Python weight times an integer field is a weakly typed float32: make it a
-            # plain float32 (a weak one would take the dtype of whatever it meets next)
-            result[name] = jnp.asarray(total, jnp.result_type(total))
+            result[name] = jnp.asarray(total, jnp.result_type(total))  # strong, not weak, type
         return result
 
     # -- per-record strategies ---------------------------------------------------------

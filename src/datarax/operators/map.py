@@ -83,7 +83,6 @@ class MapOperator(FunctionOperator):
     """Apply ``fn(array)`` (or ``fn(array, key)``) to chosen fields of each record.
 
     ``fn`` sees one record's array, under ``jax.vmap``; fields not chosen pass unchanged.
-    Settings (:class:`MapOperatorConfig`) come as a config or as keywords.
 
     Example:
         >>> import jax.numpy as jnp
