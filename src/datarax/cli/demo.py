@@ -45,6 +45,7 @@ def conv_as_matmul(conv: nnx.Conv, x: jax.Array) -> jax.Array:
     images, as image patches times the kernel (im2col): XLA:CPU runs a convolution's
     kernel gradient slower inside a loop body (jax-ml/jax#12868), as ``Pipeline.scan`` is.
 
+    Example:
         >>> conv = nnx.Conv(3, 4, kernel_size=(3, 3), rngs=nnx.Rngs(0))
         >>> x = jnp.asarray(np.random.default_rng(1).random((2, 5, 5, 3)), jnp.float32)
         >>> bool(jnp.allclose(conv_as_matmul(conv, x), conv(x), atol=1e-5))

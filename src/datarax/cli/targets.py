@@ -1,13 +1,7 @@
 """What a ``SOURCE`` argument of the command line names, opened as a datarax source.
 
-The scheme decides; anything without one (``scheme://`` URLs included) is ArrayRecord:
-
-* ``PATH``, ``'GLOB'`` or a fsspec URL — ArrayRecord files, decoded by ``--decode
-  module:function`` (default: size and first bytes) or a dataset's own metadata;
-* ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset, streamed (split ``train``);
-* ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``);
-* ``py:MODULE:FUNCTION`` — ``FUNCTION()`` from a module or a ``.py`` file, returning a
-  source or a :class:`~datarax.pipeline.Pipeline`.
+The scheme decides (``hf:``, ``tfds:``, ``py:``; see docs/cli.md); anything without one,
+``scheme://`` URLs included, is ArrayRecord.
 
 Example:
     >>> split_spec("hf:stanfordnlp/sst2:train[:10%]")

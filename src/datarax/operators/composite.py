@@ -1,20 +1,7 @@
 """``CompositeOperatorModule``: several operators combined by one strategy.
 
-Strategies:
-
-* ``sequential`` — each operator in turn on the whole batch.
-* ``conditional_sequential`` — each operator in turn, on the records where its
-  ``condition(record) -> bool`` holds before it (``lax.cond`` per record).
-* ``parallel`` — every operator on the same input, outputs merged by ``merge``:
-  ``concat`` (the record's first axis), ``stack`` (a new axis after the batch axis),
-  ``sum`` (as ``jnp.sum``: uint8 adds as uint32, no wrap), ``mean`` (as ``jnp.mean``:
-  integer fields give float32) or ``dict`` (field ``name`` of operator ``i`` becomes
-  ``name_i``).
-* ``weighted_parallel`` — every operator on the same input, each field summed by ``weights``
-  (not normalised; integer fields give plain float32).
-* ``branching`` — ``router(record) -> int`` picks one operator per record (``lax.switch``).
-
-Child ``i`` of a stochastic composite gets ``fold_in(record_key, i)``.
+The strategies and merges are described in docs/operators.md; child ``i`` of a stochastic
+composite gets ``fold_in(record_key, i)``.
 """
 
 from __future__ import annotations
@@ -66,7 +53,7 @@ class CompositeOperatorConfig(StructuralConfig):
 
     Attributes:
         strategy: a :class:`CompositionStrategy` or its value (``"sequential"``...).
-        merge: how ``parallel`` merges outputs (see the module docstring).
+        merge: how ``parallel`` merges outputs: ``concat``, ``stack``, ``sum``, ``mean``, ``dict``.
         weights: one weight per operator for ``weighted_parallel``.
         stochastic: set automatically when any child is stochastic.
         stream_name: the ``nnx.Rngs`` stream of the base key when ``rngs`` is given.
@@ -98,7 +85,7 @@ class CompositeOperatorConfig(StructuralConfig):
 
 
 class CompositeOperatorModule(OperatorModule):
-    """Operators combined by a :class:`CompositionStrategy` (see the module docstring).
+    """Operators combined by a :class:`CompositionStrategy` (docs/operators.md).
 
     Args:
         config: a :class:`CompositeOperatorConfig`, or its fields as keywords

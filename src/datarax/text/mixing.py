@@ -1,10 +1,7 @@
 """``MixedDocuments``: several corpora drawn by weight into one document stream.
 
-Draw ``g`` (pass ``e`` holds draws ``e * D .. e * D + D - 1``, ``D = documents_per_epoch``)
-picks a corpus by a uniform from ``numpy.random.default_rng([seed, g // BLOCK])``. A
-corpus's ``k``-th draw is its document ``k % n`` of its own pass ``k // n``, so each corpus
-runs through its own epochs, and any position is a pure function of ``(seed, g)``: the
-mix keeps no state of its own.
+Draw ``g`` picks a corpus from ``numpy.random.default_rng([seed, g // BLOCK])``, so any
+position is a pure function of ``(seed, g)`` and the mix keeps no state (docs/text.md).
 """
 
 from __future__ import annotations

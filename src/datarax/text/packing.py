@@ -1,15 +1,6 @@
 """``Packer``: variable-length token sequences into fixed ``seq_len`` rows.
 
-Modes:
-
-* ``"first_fit"`` — each piece goes into the first open row with room for it;
-* ``"best_fit"`` — into the open row it fills the most;
-* ``"concat"`` — documents are concatenated and cut every ``seq_len`` tokens (one
-  open row; a document may continue in the next row).
-
-In the fit modes a longer document is cut into ``seq_len`` pieces plus a remainder;
-nothing is dropped. When a piece fits no open row, the fullest (oldest on ties) is emitted.
-
+Modes (docs/text.md): ``"first_fit"``, ``"best_fit"``, ``"concat"``; nothing is dropped.
 The state holds only references ``(document, start, end)`` per piece, re-tokenized on
 restore; a long document's back-to-back rows are saved as one run, so it stays small.
 """
