@@ -47,7 +47,6 @@ def _resize(text: str) -> int | tuple[int, int]:
 
 
 def _class_names_of(dataset: str) -> dict[str, tuple[str, ...]]:
-    """The class names of every label field of the dataset in ``dataset``."""
     from datarax.dataset.metadata import read_metadata
     from datarax.errors import ConfigError, DataraxError
 

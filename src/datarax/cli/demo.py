@@ -180,7 +180,6 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
     bar.close()
     elapsed = time.perf_counter() - started
 
-    # Resume: a freshly built pipeline continues exactly where the checkpoint was taken.
     assert checkpoint is not None
     resumed = iter(build_pipeline(train, batch_size, seed))
     resumed.set_state(json.loads(checkpoint))

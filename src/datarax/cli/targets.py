@@ -50,7 +50,6 @@ class Target:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Close the source."""
         self.source.close()
 
 

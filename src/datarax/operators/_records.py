@@ -59,7 +59,6 @@ class FunctionOperator(OperatorModule):
         raise NotImplementedError
 
     def _check_arguments(self, fn: Callable[..., Any]) -> None:
-        """Refuse an ``fn`` that cannot take the arguments it is called with."""
         arguments = self.fn_arguments()
         refused = refused_call(fn, *arguments)
         if refused is not None:

@@ -164,7 +164,6 @@ class CompositeOperatorModule(OperatorModule):
         self.conditions = nnx.static(tuple(conditions) if conditions is not None else None)
         self.router = nnx.static(router)
 
-    # -- batch-level strategies ------------------------------------------------------
     def _outputs(self, data: Batch, keys: Any) -> list[Batch]:
         return [
             op.apply_batch(dict(data), child_keys(keys, i)) for i, op in enumerate(self.operators)
@@ -210,7 +209,6 @@ class CompositeOperatorModule(OperatorModule):
             result[name] = jnp.asarray(total, jnp.result_type(total))  # strong, not weak, type
         return result
 
-    # -- per-record strategies ---------------------------------------------------------
     def _one_value(self, value: Any, what: str, dtype: str) -> Any:
         """``value`` as one ``dtype`` scalar per record, or a ConfigError naming ``what``."""
         if jnp.shape(value) != ():

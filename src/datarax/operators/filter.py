@@ -38,7 +38,6 @@ class FilterOperatorConfig(StructuralConfig):
 
 
 def _check_one_argument(predicate: Callable[..., Any], name: str) -> None:
-    """Refuse a predicate that cannot be called with one element."""
     refused = refused_call(predicate, None)
     if refused is not None:
         signature, err = refused

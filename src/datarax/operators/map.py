@@ -120,8 +120,6 @@ class MapOperator(FunctionOperator):
         return {**data, **out}
 
     def _map(self, chosen: Batch, keys: Any | None) -> Batch:
-        """``fn`` over each chosen field of each record (vmapped), its outputs checked."""
-
         def checked(out: Batch) -> Batch:
             check_fields_out(self, out, traced=True)
             return out

@@ -264,7 +264,6 @@ _TEXT_TYPES = frozenset({"string", "large_string", "binary", "large_binary", "st
 
 
 def _is_text_type(kind: Any) -> bool:
-    """Whether a Parquet column of the Arrow type ``kind`` holds one text per row."""
     if str(kind).startswith("dictionary<"):
         kind = kind.value_type  # dictionary-encoded text
     return str(kind) in _TEXT_TYPES

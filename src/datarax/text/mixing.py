@@ -91,7 +91,6 @@ class MixedDocuments:
         return (f"MixedDocuments({{{shares}}}, documents_per_epoch="
                 f"{self.documents_per_epoch}, seed={self.seed})")
 
-    # ------------------------------------------------------------------ draws
     def _block(self, block: int) -> np.ndarray:
         if self._last_block[0] != block:
             u = np.random.default_rng([self.seed, block]).random(BLOCK)
@@ -137,7 +136,6 @@ class MixedDocuments:
                     )
         return self._sizes
 
-    # ----------------------------------------------------------------- reader
     def num_documents(self) -> int:
         return self.documents_per_epoch
 

@@ -87,7 +87,6 @@ class Packer:
         self.tokens_packed = 0  # tokens in rows handed out by take()
         self.rows_packed = 0  # rows handed out by take()
 
-    # ------------------------------------------------------------------ packing
     def add(self, doc: int, ids: np.ndarray) -> None:
         """Pack document ``doc``'s ids (cut into pieces when needed)."""
         if self.mode == "concat":
@@ -141,7 +140,6 @@ class Packer:
         self._ready.extend(self._open)
         self._open = []
 
-    # --------------------------------------------------------------- emitting
     @property
     def ready(self) -> int:
         """Rows emitted and not yet taken."""
@@ -201,7 +199,6 @@ class Packer:
             return 1.0
         return self.tokens_packed / (self.rows_packed * self.seq_len)
 
-    # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """References of open and ready rows: ``[doc, start, end, ...]`` per row; a run of
         ready rows each cut from one document as ``{"document", "start", "rows", "row_tokens"}``.

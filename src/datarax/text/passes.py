@@ -75,7 +75,6 @@ class TextPass:
         self._reset(0)
         self.at = None
 
-    # ------------------------------------------------------------ lifecycle
     def _reset(self, epoch: int) -> None:
         self._it: Any = None  # opened lazily at _read_at
         self._epoch = epoch
@@ -127,7 +126,6 @@ class TextPass:
                                    "other documents or settings", unit="rows", holds=rows - left)
             left -= dropped
 
-    # ------------------------------------------------------------ read ahead
     def start(self, epoch: int, index: int) -> int:
         """A new read-ahead session from row ``index`` of pass ``epoch``; returns it."""
         with self.sessions.lock:
@@ -177,7 +175,6 @@ class TextPass:
         self.sessions.begin()
         self.defer_skips = False
 
-    # -------------------------------------------------------------- reading
     def take(self, count: int) -> Batch | None:
         self._fill(count)
         if self.packer.ready == 0:
@@ -219,7 +216,6 @@ class TextPass:
             self.ended = False
 
     def _no_documents(self) -> str:
-        """The error for a pass holding no document for this process."""
         shard, count = self._shard()
         if count == 1 or self._read_at == 0:
             return (
@@ -339,7 +335,6 @@ class TextPass:
             index=index,
         )
 
-    # ---------------------------------------------------------------- state
     def stats(self, at: tuple[int, int] | None = None) -> dict[str, Any]:
         """Rows, tokens, efficiency, documents and skips up to ``at`` (the owner's position)."""
         with self.sessions.lock:  # a read-ahead thread may be packing

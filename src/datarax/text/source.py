@@ -161,7 +161,6 @@ class PackedTextSource(StreamSource):
             )
         )
 
-    # ------------------------------------------------------------- contract
     def element_spec(self) -> dict[str, Any]:
         """int32 ``[seq_len]`` per row for each field (see :meth:`Packer.take`)."""
         fields = FIELDS + (("document_index",) if self.config.with_document_index else ())
@@ -210,7 +209,6 @@ class PackedTextSource(StreamSource):
             self.seek(0, 0)
         return self
 
-    # ------------------------------------------------------------ reporting
     def packing_stats(self) -> dict[str, Any]:
         """This pass so far: rows, tokens, ``efficiency`` (non-padding share), documents,
         skips (and, for a mixture, ``corpus_documents``)."""
@@ -226,7 +224,6 @@ class PackedTextSource(StreamSource):
         """Documents skipped under ``on_error="skip"`` since the source was built."""
         return list(self._text.ledger.reports)
 
-    # ---------------------------------------------------------------- state
     def order_settings(self) -> dict[str, Any]:
         """The packing settings, the documents' (``documents.files``,
         ``documents.corpora[1].seed`` ...) and the tokenizer's (``tokenizer.eos_id``)."""
