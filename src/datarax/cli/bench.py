@@ -1,8 +1,7 @@
 """``datarax bench py:MODULE:FUNCTION|DATASET``: is the loader the bottleneck?
 
-Runs the pipeline, blocking on every batch, and reports the time to the first batch,
-records/s after it, ``pipeline.stats()`` per stage and, with ``--compare-floor``, the
-rate of a plain read of the source (no stages, no pipeline) for comparison.
+Times the first batch, records/s after it and ``pipeline.stats()`` per stage; with
+``--compare-floor``, also a plain read of the source.
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ from datarax.cli.targets import Target, endless_reason, length_of, open_target, 
 from datarax.core.errors import ConfigError
 from datarax.core.extras import require
 from datarax.core.reading import compiled
-
-
 
 
 def _ready(batch: dict[str, Any]) -> None:
@@ -74,16 +71,14 @@ def measure_pipeline(pipeline: Any, *, batches: int | None, epochs: int | None) 
 
 
 def _plain_batches(source: Any, batch_size: int) -> Iterator[dict[str, Any]]:
-    """Batches read straight from ``source``, pass after pass, without a Pipeline:
-    ``get_batch_at`` (compiled once per batch size) for an indexed source,
-    ``get_batch_with_indices`` for a host or streaming one (``seek`` starts each pass)."""
+    """Batches read straight from ``source``, pass after pass, without a Pipeline."""
     source.set_shard(0, 1)
     n = length_of(source)
     if compiled(source) and n is not None:
         from flax import nnx
 
         graphdef, state = nnx.split(source)
-        inputs = source.step_inputs()  # records a source keeps out of NNX state, as arguments
+        inputs = source.step_inputs()
 
         def gather(st: Any, inp: Any, start: Any, size: int) -> Any:
             src = nnx.merge(graphdef, st)
@@ -110,8 +105,7 @@ def _plain_batches(source: Any, batch_size: int) -> Iterator[dict[str, Any]]:
 
 
 def measure_floor(target: Target, batch_size: int, records: int) -> dict[str, Any]:
-    """Records/s of reading ``records`` records straight from the source (no pipeline),
-    timed after the first batch as the pipeline's rate is."""
+    """Records/s of reading ``records`` records straight from the source, after the first batch."""
     batches = _plain_batches(target.source, batch_size)
     first = next(batches, None)
     if first is None:
@@ -133,9 +127,7 @@ def measure_floor(target: Target, batch_size: int, records: int) -> dict[str, An
 
 
 def _open_bench_target(spec: str, images: dict[str, Any] | None) -> Target:
-    """``spec`` opened for timing: a ``py:`` function's source or Pipeline, or a datarax
-    dataset (its folder or shards) that batches (with ``images``: its image field cut to
-    one size by ``decode_images``)."""
+    """``spec`` opened for timing: a ``py:`` function's source or Pipeline, or a datarax dataset."""
     if spec.startswith("py:"):
         if images is not None:
             raise ConfigError("--resize / --crop / --random-resized-crop read a datarax dataset; "
@@ -171,9 +163,8 @@ def run_bench(
     as_json: bool = False,
     images: dict[str, Any] | None = None,
 ) -> int:
-    """Open ``spec`` (``py:MODULE:FUNCTION``, or a datarax dataset read with no stages,
-    its image field decoded by :func:`datarax.decode_images` with ``images`` where given),
-    time it, print the report; exit status 0."""
+    """Open ``spec``, time it, print the report; exit status 0. ``images``: options of
+    :func:`datarax.decode_images` for a dataset's image field."""
     if batches is not None and batches < 1 or epochs is not None and epochs < 1:
         raise ConfigError("--batches and --epochs must be >= 1.")
     if png is not None:  # before the run, which the chart would otherwise throw away
@@ -196,7 +187,6 @@ def run_bench(
             source=type(target.source).__name__,
             batches_per_epoch=length_of(pipeline),
         )
-        # why an epoch's length is unknown: the source is a stream, or a filter decides it
         unknown_why = (
             "a stream" if length_of(target.source) is None else "a filter: known once read"
         )

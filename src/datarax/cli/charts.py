@@ -1,13 +1,8 @@
 """PNG pictures the command line writes: an image grid, a histogram, a bench chart.
 
-The image grid's size is exact (:func:`grid_size`): ``cols = ceil(sqrt(n))``, ``rows =
-ceil(n / cols)``, each ``H x W`` image upscaled (nearest neighbour) by ``scale = max(1,
-ceil(64 / max(H, W)))``, or, longer than ``MAX_TILE`` (256) on a side, shrunk to that
-(PIL's bilinear resize, the aspect ratio kept: :func:`tile_size`), tiles separated by
-``PAD`` pixels (and a caption line under each, if any). Histograms and the bench chart are Matplotlib figures of ``FIGSIZE``
-inches at ``DPI`` (640 x 400 pixels).
-
-Pillow and Matplotlib (the ``cli`` extra) are imported only when a picture is asked for.
+The grid's size is exact (:func:`grid_size`, :func:`tile_size`); the charts are Matplotlib
+figures of ``FIGSIZE`` inches at ``DPI``. Pillow and Matplotlib (the ``cli`` extra) are
+imported only when a picture is asked for.
 
 Example:
     >>> grid_size(n=10, height=8, width=8)
@@ -35,8 +30,7 @@ DPI = 100
 
 def tile_size(height: int, width: int) -> tuple[int, int]:
     """``(height, width)`` of an image's tile: upscaled by a whole factor to at least
-    ``MIN_TILE`` pixels on its longer side, or shrunk to ``MAX_TILE`` there (a photo of
-    4000 x 3000 pixels would make a grid of hundreds of megabytes).
+    ``MIN_TILE`` pixels on its longer side, or shrunk to ``MAX_TILE`` there.
 
     Example:
         >>> tile_size(8, 8), tile_size(100, 50), tile_size(3000, 4000)
@@ -50,8 +44,7 @@ def tile_size(height: int, width: int) -> tuple[int, int]:
 
 
 def shrunk(image: np.ndarray, factor: float) -> np.ndarray:
-    """``image`` (``H x W [x C]`` uint8) resized by ``factor`` <= 1 (PIL's bilinear), each
-    side at least 1 pixel; as it is for a factor of 1."""
+    """``image`` (``H x W [x C]`` uint8) shrunk by ``factor`` <= 1 (PIL's bilinear)."""
     if factor >= 1.0:
         return image
     image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
@@ -90,8 +83,8 @@ def _to_uint8(images: np.ndarray) -> np.ndarray:
 
 def write_image_grid(images: np.ndarray, path: str, captions: Sequence[str] | None = None
                      ) -> tuple[int, int]:
-    """Write ``images`` (``N x H x W [x C]``) as one PNG grid, with each tile's caption
-    underneath when ``captions`` are given; returns the grid's ``(height, width)``."""
+    """Write ``images`` (``N x H x W [x C]``) as one PNG grid, optionally captioned;
+    returns its ``(height, width)``."""
     image_module = require("PIL.Image", extra="cli", user="datarax inspect --grid")
     pixels = _to_uint8(np.asarray(images))
     if pixels.ndim == 3:

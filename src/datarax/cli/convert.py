@@ -1,7 +1,6 @@
 """``datarax convert SRC DST``: data on disk into a self-describing ArrayRecord dataset.
 
-The command face of :func:`datarax.dataset.convert`: a progress bar while it runs, one
-summary line at the end; options after ``--`` go to Apache Beam (``--runner beam``).
+The command face of :func:`datarax.dataset.convert`; options after ``--`` go to Apache Beam.
 """
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-
 
 _DESCRIPTION = """\
 Write data on disk as a self-describing ArrayRecord dataset: shards plus
@@ -26,7 +24,6 @@ examples:
   datarax convert root/val data/val --classes-from data/train   (the train split's labels)
   datarax convert hf_saved/ data/test --split test
   datarax convert raw/ data/train --resume     (finish an interrupted run)"""
-
 
 
 def _at_least_one(text: str) -> int:
@@ -50,7 +47,6 @@ def _resize(text: str) -> int | tuple[int, int]:
 
 
 def _class_names_of(dataset: str) -> dict[str, tuple[str, ...]]:
-    """The class names of every label field of the dataset in ``dataset``."""
     from datarax.dataset.metadata import read_metadata
     from datarax.errors import ConfigError, DataraxError
 

@@ -42,13 +42,10 @@ def load_digits_split(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.nd
 
 def conv_as_matmul(conv: nnx.Conv, x: jax.Array) -> jax.Array:
     """``conv(x)`` for a stride-1, ``SAME``-padded, ungrouped ``nnx.Conv`` over NHWC
-    images, computed as image patches times the kernel (im2col).
+    images, as image patches times the kernel (im2col): XLA:CPU runs a convolution's
+    kernel gradient slower inside a loop body (jax-ml/jax#12868), as ``Pipeline.scan`` is.
 
-    Why: XLA:CPU runs a convolution's kernel gradient about 3.6x slower inside a loop
-    body than alone (jax-ml/jax#12868) — and ``Pipeline.scan`` is one compiled loop.
-    As a matrix product the gradient is as fast in a loop as outside. Same parameters,
-    same function (up to float rounding):
-
+    Example:
         >>> conv = nnx.Conv(3, 4, kernel_size=(3, 3), rngs=nnx.Rngs(0))
         >>> x = jnp.asarray(np.random.default_rng(1).random((2, 5, 5, 3)), jnp.float32)
         >>> bool(jnp.allclose(conv_as_matmul(conv, x), conv(x), atol=1e-5))
@@ -71,8 +68,7 @@ def conv_as_matmul(conv: nnx.Conv, x: jax.Array) -> jax.Array:
     height, width = x.shape[1:3]
     # SAME at stride 1: k - 1 rows of zeros, the extra one (even k) after
     padded = jnp.pad(x, ((0, 0), ((kh - 1) // 2, kh // 2), ((kw - 1) // 2, kw // 2), (0, 0)))
-    # the kh * kw shifted images side by side: feature (i * kw + j) * in + c, as the
-    # HWIO kernel's rows flatten
+    # the kh * kw shifted images side by side, as the HWIO kernel's rows flatten
     patches = jnp.concatenate(
         [padded[:, i:i + height, j:j + width, :] for i in range(kh) for j in range(kw)], axis=-1
     )
@@ -95,9 +91,7 @@ class Classifier(nnx.Module):
 
 
 def build_classifier(seed: int) -> Classifier:
-    """``Classifier(nnx.Rngs(seed))`` initialised as one compiled program: the same
-    parameters, bit for bit, at about 0.5 s less CPU than op by op (which compiles each
-    initialiser's operations alone; measured in a fresh process)."""
+    """``Classifier(nnx.Rngs(seed))`` initialised as one compiled program (same parameters)."""
     return nnx.jit(lambda: Classifier(nnx.Rngs(seed)))()
 
 
@@ -117,8 +111,7 @@ def build_pipeline(train: dict[str, np.ndarray], batch_size: int, seed: int) -> 
 def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: bool = True,
              scan: bool = False) -> dict[str, float]:
     """Train, checkpoint mid-epoch, verify the resume, evaluate; returns the metrics.
-    ``scan``: each epoch as two :meth:`~datarax.pipeline.Pipeline.scan` chunks (split at
-    the checkpoint) in place of a Python loop; same batches, same steps."""
+    ``scan``: each epoch as two :meth:`~datarax.pipeline.Pipeline.scan` chunks."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 2:
         raise ConfigError(
             f"--epochs {epochs}: the demo checkpoints in epoch 1 (the second) and checks "
@@ -187,7 +180,6 @@ def run_demo(epochs: int = 8, batch_size: int = 64, seed: int = 0, progress: boo
     bar.close()
     elapsed = time.perf_counter() - started
 
-    # Resume: a freshly built pipeline continues exactly where the checkpoint was taken.
     assert checkpoint is not None
     resumed = iter(build_pipeline(train, batch_size, seed))
     resumed.set_state(json.loads(checkpoint))

@@ -1,9 +1,5 @@
-"""``datarax inspect SOURCE``: what is in a data set.
-
-Prints the source, its files, record count, element spec and first records; ``--grid``
-draws a field as an image grid or a histogram. A dataset with a field of variable shape
-is shown from its metadata, its first records decoded one by one.
-"""
+"""``datarax inspect SOURCE``: the source, its files, record count, element spec and first
+records; ``--grid`` draws a field as an image grid or a histogram."""
 
 from __future__ import annotations
 
@@ -63,8 +59,7 @@ def describe_value(value: Any) -> str:
 
 
 def _describe_text(value: Any) -> str:
-    """An excerpt of one string (``str``, ``bytes``, a 0-d text array), or the list of
-    several."""
+    """An excerpt of one string (``str``, ``bytes``, a 0-d text array) or of several."""
     if np.ndim(value):
         return repr(np.asarray(value).tolist())[:EXCERPT]
     text = value.item() if isinstance(value, np.ndarray) else value
@@ -74,8 +69,7 @@ def _describe_text(value: Any) -> str:
 
 
 def host_batches(target: Target, batch_size: int) -> Iterator[dict[str, Any]]:
-    """One epoch of host batches (numpy arrays, text as lists): the ``py:`` pipeline
-    itself, or a stage-less Pipeline over the source."""
+    """One epoch of host batches: the ``py:`` pipeline's, or a stage-less one's."""
     from datarax.pipeline import Pipeline
 
     pipeline = target.pipeline
@@ -86,8 +80,7 @@ def host_batches(target: Target, batch_size: int) -> Iterator[dict[str, Any]]:
 
 
 def records_in(batch: dict[str, Any], pipeline: Any = None) -> int:
-    """Real records of ``batch``: a padding pipeline's (``pad_remainder=True``) rows
-    marked ``valid``, else every row.
+    """Real records of ``batch``: those marked ``valid`` under ``pad_remainder``, else all.
 
     Example:
         >>> records_in({"x": np.zeros(4)})
@@ -100,8 +93,7 @@ def records_in(batch: dict[str, Any], pipeline: Any = None) -> int:
 
 
 def features_spec(features: Any) -> dict[str, Any]:
-    """A dataset's per-record spec from its metadata (a field of variable shape described
-    in words).
+    """A dataset's per-record spec from its metadata (variable shapes described in words).
 
     Example:
         >>> from datarax.dataset import Features, Field
@@ -122,8 +114,7 @@ def features_spec(features: Any) -> dict[str, Any]:
 
 
 def decode_one_by_one(source: Any, features: Any, n: int) -> list[dict[str, Any]]:
-    """The first ``n`` records of a dataset source, each decoded alone (a bad one raises
-    RecordError naming its file and index)."""
+    """The first ``n`` records of a dataset source, each decoded alone."""
     from datarax.cli.targets import decode_alone
     from datarax.core.errors import RecordError
 
@@ -139,8 +130,7 @@ def decode_one_by_one(source: Any, features: Any, n: int) -> list[dict[str, Any]
 
 
 def _read_first(source: Any, n: int) -> list[bytes]:
-    """The raw records ``0 .. n-1``; one the file cannot give (a damaged block) raises
-    RecordError naming its file and index, as a batch read would."""
+    """The raw records ``0 .. n-1``; an unreadable one is a RecordError naming it."""
     from datarax.core.errors import RecordError
     from datarax.sources.decoded_records import describe_cause
     from datarax.sources.skip_ledger import record_place
@@ -294,10 +284,8 @@ def _with_class_name(info: Any, name: str, value: Any, text: str) -> str:
 
 def _padded_images(first: list[dict[str, Any]], spec: dict[str, Any],
                    features: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``first`` and ``spec`` with each image field of several sizes padded (black, at the
-    bottom and right) to its largest image among ``first``, so a grid can draw it; images
-    larger than a grid's tile are shrunk first, all by one factor (their sizes keep their
-    proportions), so that photos are not padded at their full size."""
+    """``first`` and ``spec`` with each image field of several sizes padded (bottom, right)
+    to its largest image, all shrunk by one factor to fit a grid's tile."""
     varied = [f for f in features.fields if f.encoding in ("png", "jpeg") and None in f.shape]
     if not varied or not first:
         return first, spec
@@ -370,8 +358,7 @@ def dataset_summary(info: Any) -> dict[str, Any]:
 
 
 def caption_field(info: Any, first: list[dict[str, Any]]) -> str | None:
-    """The field whose class names caption a grid: the first with class names that the
-    records hold as integers."""
+    """The first field with class names that the records hold as integers, or None."""
     if info is None or not first:
         return None
     for f in info.features.fields:

@@ -1,10 +1,7 @@
 """Argument parsing for ``datarax`` / ``python -m datarax``.
 
-Commands: ``demo``, ``inspect SOURCE``, ``scan SOURCE``, ``convert SRC DST``,
-``bench py:MODULE:FUNCTION|DATASET``
-(see ``datarax COMMAND --help`` and docs/cli.md). A bad argument or bad input ends
-with one line on stderr, ``datarax COMMAND: error: <what, where, what to do>``, and
-exit status 2; ``scan`` exits 1 when it found bad records.
+Commands (docs/cli.md): ``demo``, ``inspect``, ``scan``, ``convert``, ``bench``. Bad
+arguments or input end with one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ EXIT_STATUS = "Exit status: 0 done, 2 a bad argument or input (one line on stder
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``datarax`` argument parser."""
-    from datarax.storage.urls import expand_user  # a path option's '~' (also unexpanded by a shell)
+    from datarax.storage.urls import expand_user
 
     parser = argparse.ArgumentParser(prog="datarax", description="Data pipelines for JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -156,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         hint = ("; convert takes one SRC and one DST: quote a glob ('data/*.csv') so the shell "
                 "passes it to datarax, or give the folder" if args.command == "convert" and
                 not any(u.startswith("-") for u in unknown) else "")
-        # the command's own usage and name (`datarax inspect: error: ...`), not the top level's
         args.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
@@ -167,16 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except BrokenPipeError:
-        # The reader of the output went away (`datarax inspect ... | head`): end quietly,
-        # with the status of a process that a closed pipe stops (128 + SIGPIPE).
+        # the reader went away (`... | head`): end quietly, as SIGPIPE would (128 + 13)
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError, AttributeError):  # stdout without a file descriptor
             pass
         return 141
     except (ValueError, ImportError, OSError) as err:
-        # DataraxError is a ValueError; a missing extra is an ImportError. Both carry
-        # what went wrong and what to do, so the user sees that line, not a traceback.
+        # DataraxError is a ValueError, a missing extra an ImportError: one line, no traceback
         message = " ".join(str(err).split()) or type(err).__name__
         if args.command in ("inspect", "scan", "bench"):  # the config field, as it is spelt here
             from datarax.cli.targets import as_cli_options

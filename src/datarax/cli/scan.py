@@ -1,8 +1,7 @@
 """``datarax scan SOURCE``: read every record once and list the ones that are broken.
 
-File-backed sources are opened with ``on_error="skip"``, so one pass reads every
-record and reports each bad one (``source.skipped_records()``); a ``py:`` source that
-raises at a bad record reports that one. Exit status 1 when any record is bad.
+File-backed sources are opened with ``on_error="skip"``, so one pass reports every bad
+record; a ``py:`` source that raises reports that one. Exit status 1 when any is bad.
 """
 
 from __future__ import annotations
@@ -25,10 +24,9 @@ def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
     stopped: dict[str, Any] | None = None  # the error of a source that raises
     try:
         for batch in host_batches(target, batch_size):
-            good += records_in(batch, target.pipeline)  # a padded batch: its real records
+            good += records_in(batch, target.pipeline)
     except RecordError as err:
         stopped = {"path": err.path, "index": err.index, "stable_index": None, "cause": str(err)}
-    # a source's skip reports; PackedTextSource reports the documents it skipped
     reports = getattr(target.source, "skipped_records", None) or getattr(
         target.source, "skipped_documents", None
     )

@@ -1,15 +1,7 @@
 """What a ``SOURCE`` argument of the command line names, opened as a datarax source.
 
-The scheme decides; anything without one (``scheme://`` URLs included) is ArrayRecord:
-
-* ``PATH``, ``'GLOB'`` or a URL (``s3://bucket/data``: any fsspec URL) — ArrayRecord
-  files, decoded by ``--decode module:function``
-  (default: each record's size and first bytes); a dataset folder decodes itself from
-  its metadata;
-* ``hf:NAME_OR_PATH[:SPLIT]`` — a Hugging Face dataset, streamed (split ``train``);
-* ``tfds:NAME[:SPLIT]`` — a prepared TensorFlow Datasets split (``--data-dir``);
-* ``py:MODULE:FUNCTION`` — ``FUNCTION()`` from a module or a ``.py`` file, returning a
-  source or a :class:`~datarax.pipeline.Pipeline`.
+The scheme decides (``hf:``, ``tfds:``, ``py:``; see docs/cli.md); anything without one,
+``scheme://`` URLs included, is ArrayRecord.
 
 Example:
     >>> split_spec("hf:stanfordnlp/sst2:train[:10%]")
@@ -43,8 +35,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(?!//)")
 
 @dataclasses.dataclass
 class Target:
-    """An opened ``SOURCE`` (a context manager; leaving it closes the source): the source,
-    the pipeline a ``py:`` function returned, and where the records come from."""
+    """An opened ``SOURCE`` (a context manager closing the source)."""
 
     spec: str
     kind: str
@@ -59,14 +50,11 @@ class Target:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Stop the source's reader threads, if it has any."""
         self.source.close()
 
 
 def as_cli_options(message: str) -> str:
-    """``message`` with a source's config field for leaving fields out (``exclude_keys``)
-    spelt as the ``--exclude`` option of ``inspect`` and ``scan``, and the image field of
-    ``decode_images(field=...)`` as ``inspect``'s ``--field``.
+    """``message`` with config spellings (``exclude_keys``, ``decode_images(field)``) as options.
 
     Example:
         >>> as_cli_options("drop it (exclude_keys=('tokens',)).")
@@ -83,8 +71,7 @@ def as_cli_options(message: str) -> str:
 
 
 def convert_hint(spec: str) -> str:
-    """What to do with a SOURCE that names data ``convert`` reads (a table or numpy file,
-    a folder that holds no dataset) rather than ArrayRecord files; ``""`` otherwise.
+    """What to do with a SOURCE that names data ``convert`` reads; ``""`` otherwise.
 
     Example:
         >>> import os, tempfile
@@ -106,7 +93,7 @@ def convert_hint(spec: str) -> str:
 
     lower = path.lower()
 
-    def up(levels: int) -> str:  # the folder ``levels`` above ``path``, as it was given
+    def up(levels: int) -> str:
         folder = os.path.abspath(path)
         for _ in range(levels):
             folder = os.path.dirname(folder)
@@ -133,8 +120,7 @@ def convert_hint(spec: str) -> str:
 
 
 def split_spec(spec: str) -> tuple[str, str, str | None]:
-    """``(kind, name, split)`` of a SOURCE argument (no file is touched); ConfigError for
-    an unknown ``scheme:`` or an empty name."""
+    """``(kind, name, split)`` of a SOURCE argument (no file is touched)."""
     match = _SCHEME.match(spec)
     if match is None or len(match.group(1)) == 1:  # no scheme (a Windows drive letter is a path)
         if not spec:
@@ -164,8 +150,7 @@ def split_spec(spec: str) -> tuple[str, str, str | None]:
 
 
 def _name_and_split(rest: str) -> tuple[str, str | None]:
-    """Split ``NAME[:SPLIT]`` at the last ``:`` outside brackets (``train[:10]`` is a split)
-    that does not start a URL's ``://`` (``s3://bucket/*.jsonl`` is a name)."""
+    """Split ``NAME[:SPLIT]`` at the last ``:`` outside brackets and not of a ``://``."""
     depth = 0
     for i in range(len(rest) - 1, -1, -1):
         char = rest[i]
@@ -179,8 +164,7 @@ def _name_and_split(rest: str) -> tuple[str, str | None]:
 
 
 def load_callable(reference: str, *, what: str) -> Callable[..., Any]:
-    """The function named by ``module:function`` or ``path/to/file.py:function`` (the
-    current directory importable, as with ``python -m``), or ConfigError."""
+    """The function named by ``module:function`` or ``path/to/file.py:function``."""
     module_name, sep, function = reference.rpartition(":")
     if not sep or not module_name or not function.isidentifier():
         raise ConfigError(f"{what} '{reference}' is not MODULE:FUNCTION (e.g. my_codecs:decode).")
@@ -199,13 +183,11 @@ def _import(module_name: str, *, what: str) -> Any:
     local = os.path.join(os.getcwd(), module_name + ".py")
     loaded = getattr(sys.modules.get(module_name), "__file__", None)
     if os.path.isfile(local) and loaded is not None and loaded != local:
-        # MODULE.py in the current folder is meant, also when a module of that name is
-        # already imported (the standard library's codecs, io, ...) and would shadow it.
-        module_name = local
+        module_name = local  # not an imported module of that name (codecs, io, ...)
     if module_name.endswith(".py") or os.sep in module_name:
         from datarax.storage.urls import expand_user
 
-        module_name = expand_user(module_name)  # '~/f.py' is the home folder's
+        module_name = expand_user(module_name)
         if not os.path.isfile(module_name):
             raise ConfigError(f"{what}: the file '{module_name}' does not exist.")
         name = "_datarax_cli_" + re.sub(
@@ -242,24 +224,20 @@ def raw_record_summary(record: bytes) -> dict[str, Any]:
 
 
 def decode_alone(features: Any, record: bytes) -> dict[str, Any]:
-    """One dataset record's fields, decoded per ``features`` (RecordError when it does not
-    match them)."""
+    """One dataset record's fields, decoded per ``features``."""
     from datarax.dataset.layout import decode_records
 
-    # (a record decoded alone is named "the record" in a RecordError)
     return {name: column[0] for name, column in decode_records(features, [record]).items()}
 
 
 def checked_summary(features: Any, record: bytes) -> dict[str, Any]:
-    """:func:`raw_record_summary` of a dataset record that decodes per ``features`` (a bad
-    record raises, named by the source)."""
+    """:func:`raw_record_summary` of a dataset record that decodes per ``features``."""
     decode_alone(features, record)
     return raw_record_summary(record)
 
 
 def image_options(args: Any) -> dict[str, Any] | None:
-    """The :func:`datarax.decode_images` options ``inspect`` was given (``--resize``,
-    ``--crop``, ``--random-resized-crop``, and ``--field``), or None.
+    """The :func:`datarax.decode_images` options the command line gave, or None.
 
     Example:
         >>> import argparse
@@ -286,8 +264,7 @@ def image_options(args: Any) -> dict[str, Any] | None:
 
 
 def dataset_info(name: str) -> Any | None:
-    """The metadata of the datarax dataset ``name`` names (its folder or shards, local or
-    in a bucket), or None when it names none."""
+    """The metadata of the datarax dataset ``name`` names, or None."""
     from datarax.dataset.metadata import find_dataset, read_metadata
 
     folder = find_dataset(name)
@@ -309,11 +286,9 @@ def open_target(
     exclude: list[str] | None = None,
     images: dict[str, Any] | None = None,
 ) -> Target:
-    """Open ``spec`` (see the module docstring) as a :class:`Target`; with ``skip_bad``
-    (``datarax scan``) a source it opens skips bad records (a ``py:`` one keeps its policy);
-    ``exclude``: fields an ``hf:`` / ``tfds:`` source leaves out; ``images``: ArrayRecord
-    records decoded by :func:`datarax.decode_images` with these options
-    (:func:`image_options`)."""
+    """Open ``spec`` as a :class:`Target`; ``skip_bad``: skip bad records (a ``py:`` source
+    keeps its policy); ``exclude``: fields an ``hf:`` / ``tfds:`` source leaves out;
+    ``images``: :func:`image_options`."""
     kind, name, split = split_spec(spec)
     if images is not None and (kind != "arrayrecord" or decode is not None):
         raise ConfigError(
@@ -357,8 +332,7 @@ def open_target(
     if kind in ("hf", "tfds"):
         import datarax.sources as sources
 
-        # float64 (every float column of a JSON/Parquet dataset) is shown as float32: a
-        # look at the data should not need jax_enable_x64
+        # float64 shown as float32: a look at the data should not need jax_enable_x64
         common = {"name": name, "split": split or "train", "cast_float64": True, **policy}
         if kind == "hf":
             source = sources.HFStreamingSource(sources.HFStreamingConfig(**common))
@@ -400,8 +374,7 @@ def _paths_of(source: DataSourceModule) -> list[str]:
 
 
 def endless_reason(source: Any) -> str | None:
-    """Why every pass of ``source`` is endless (a ``MixSource`` sampling with no
-    ``records_per_epoch``), or None: reading a pass through would never finish.
+    """Why every pass of ``source`` is endless, or None.
 
     Example:
         >>> import numpy as np

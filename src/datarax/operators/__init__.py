@@ -1,7 +1,6 @@
 """Operators: pipeline stages that transform batches.
 
-Image operators live in :mod:`datarax.operators.image` (they need the ``image`` extra,
-dm-pix, loaded on first use). Each name here is imported on first use.
+Image operators live in :mod:`datarax.operators.image`. Each name is imported on first use.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     from datarax.operators.filter import FilterOperator, FilterOperatorConfig
     from datarax.operators.map import MapOperator, MapOperatorConfig
 
-# Each exported name and the module that defines it.
 _HOMES = {
     **dict.fromkeys(("BatchMixOperatorConfig", "BatchMixOperator"), "datarax.operators.batch_mix"),
     **dict.fromkeys(("CompositeOperatorConfig", "CompositeOperatorModule", "CompositionStrategy"),

@@ -1,10 +1,8 @@
 """Helpers the operators share: the function-wrapping base, field checks, per-record
 application, child keys.
 
-Operators that decide per record (``lax.cond``/``lax.switch`` inside ``jax.vmap``)
-apply a child operator to one record by giving it a batch of one; every child key is
-``fold_in(record_key, child_position)``, so a child's draws depend only on its
-parent's per-record key and stay the same at any batch size, order or resume point.
+A per-record choice applies a child to a batch of one; child keys are
+``fold_in(record_key, position)``, so draws are the same at any batch size or resume point.
 """
 
 from __future__ import annotations
@@ -24,11 +22,7 @@ from datarax.typing import Batch
 
 
 class FunctionOperator(OperatorModule):
-    """An operator around one user function ``fn`` (``ElementOperator``, ``MapOperator``).
-
-    ``fn`` must be callable; it is kept static (not traced as module state) and names
-    the stage unless ``name`` is given. Settings come as a config or as keywords.
-    """
+    """An operator around one user function ``fn`` (static; it names the stage by default)."""
 
     def __init__(
         self,
@@ -65,7 +59,6 @@ class FunctionOperator(OperatorModule):
         raise NotImplementedError
 
     def _check_arguments(self, fn: Callable[..., Any]) -> None:
-        """Refuse, when it is built, an ``fn`` that cannot take the arguments it is called with."""
         arguments = self.fn_arguments()
         refused = refused_call(fn, *arguments)
         if refused is not None:
@@ -85,7 +78,6 @@ class FunctionOperator(OperatorModule):
             )
 
 
-#: what a compiled ``fn`` should use instead (shared by the messages that need it)
 TRACED_HINT = (
     "fn runs compiled, traced under jax.vmap (its values are abstract arrays, not numbers): "
     "write it with jax.numpy: jnp.where(...) or jax.lax.cond(...) instead of if, & | ~ "
@@ -105,8 +97,7 @@ def traced_fn_error(op: OperatorModule, err: BaseException) -> ConfigError:
 
 
 def check_fields_out(op: OperatorModule, out: dict[str, Any], traced: bool) -> None:
-    """Refuse fields ``fn`` returned as ``None`` (or, when traced, as a non-array such as a
-    string), naming the operator, the fields and what to return instead."""
+    """Refuse fields ``fn`` returned as ``None`` (or, when traced, as a non-array)."""
     none = sorted(str(k) for k, v in out.items() if v is None)
     if none:
         drop = ("return element.replace_data({...}) with the fields to keep"
@@ -129,15 +120,13 @@ def check_fields_out(op: OperatorModule, out: dict[str, Any], traced: bool) -> N
 
 
 def check_draw_settings(config: Any) -> None:
-    """Refuse a config's ``stochastic`` unless it is a bool, and its ``stream_name``
-    (:func:`check_stream_name`)."""
+    """Refuse a config's non-bool ``stochastic`` and bad ``stream_name``."""
     check_bool(config, "stochastic")
     check_stream_name(config.stream_name, f"{type(config).__name__}.stream_name")
 
 
 def check_stream_name(name: Any, where: str) -> None:
-    """Refuse ``name`` (the ``stream_name`` ``where`` names) unless it is None or an
-    identifier string."""
+    """Refuse a ``stream_name`` unless it is None or an identifier string."""
     if name is not None and not (isinstance(name, str) and name.isidentifier()):
         raise ConfigError(
             f"{where} must be None or an identifier string (the nnx.Rngs stream to draw "
@@ -146,8 +135,7 @@ def check_stream_name(name: Any, where: str) -> None:
 
 
 def check_keys(op: OperatorModule, keys: Any, records: int, *, required: bool = False) -> None:
-    """Refuse ``keys`` that are not one PRNG key per record (with ``required``, no keys
-    either: a stochastic operator's), naming the operator."""
+    """Refuse ``keys`` that are not one PRNG key per record (or None, unless ``required``)."""
     if keys is None:
         if required:
             raise DataraxError(
@@ -196,8 +184,7 @@ def check_operators(operators: Any, owner: str) -> list[OperatorModule]:
 
 
 def check_per_record_choices(ops: Sequence[OperatorModule], owner: str) -> None:
-    """Refuse batch-level operators (``per_record`` False, e.g. mixup) in a choice made per
-    record: there each would run on a batch of one record and, for mixup, change nothing."""
+    """Refuse batch-level operators (``per_record`` False) in a choice made per record."""
     for i, op in enumerate(ops):
         if not op.per_record:
             raise ConfigError(
@@ -234,8 +221,7 @@ def check_weights(weights: Any, count: int, owner: str) -> tuple[float, ...]:
 
 
 def default_name(owner: str, operators: Sequence[OperatorModule]) -> str:
-    """``Owner[child, ...]``: names the children, so a pipeline's stage fingerprint (and
-    with it a saved state's settings) changes when they do."""
+    """``Owner[child, ...]``: the stage fingerprint changes when the children do."""
     return f"{owner}[{', '.join(op.name for op in operators)}]"
 
 

@@ -1,10 +1,9 @@
 """``BatchMixOperator``: mixup and cutmix across the records of one batch.
 
-Each record is paired with the next one in a random cyclic order of the batch (never
-itself) and draws its own weight ``lam ~ Beta(alpha, alpha)`` (cutmix: its own box; ``lam``
-the share of pixels kept) from its own key. Labels become ``lam * onehot(y) + (1 - lam) *
-onehot(y')``. Everything comes from the record keys, so a resumed pipeline mixes exactly
-as the uninterrupted one. A batch of one record passes unchanged.
+Each record is paired with the next in a random cyclic order of the batch and draws
+``lam ~ Beta(alpha, alpha)`` (cutmix: a box keeping share ``lam``) from its own key, so a
+resumed pipeline mixes as the uninterrupted one. Labels become ``lam * onehot(y) +
+(1 - lam) * onehot(y')``. A batch of one record passes unchanged.
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ class BatchMixOperatorConfig(StructuralConfig):
                 raise ConfigError(f"BatchMixOperator {name} must be a field name (str).")
         if not self.stochastic:
             raise ConfigError("BatchMixOperator is always stochastic; leave stochastic=True.")
-        if self.num_classes is not None:  # a NumPy integer kept as the same int
+        if self.num_classes is not None:
             object.__setattr__(self, "num_classes",
                                check_count(self.num_classes, "BatchMixOperator num_classes", 2))
 
@@ -103,8 +102,7 @@ def cut_masks(keys: Any, lam: Any, height: int, width: int) -> tuple[Any, Any]:
     return jax.vmap(one)(keys, lam)
 
 
-# one compiled program, also when called eagerly (op by op it was dozens of compiles)
-@functools.partial(jax.jit, static_argnames=("mode", "alpha"))
+@functools.partial(jax.jit, static_argnames=("mode", "alpha"))  # one compile when eager
 def mix(x: Any, labels: Any, keys: Any, mode: str, alpha: float) -> tuple[Any, Any]:
     """``(mixed data, mixed soft labels)`` of a batch of at least two records (``labels``
     float ``(batch, classes)``; cutmix: ``x`` of shape ``(batch, H, W, C)``)."""
@@ -119,8 +117,7 @@ def mix(x: Any, labels: Any, keys: Any, mode: str, alpha: float) -> tuple[Any, A
         box_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
         mask, lam = cut_masks(box_keys, lam, x.shape[1], x.shape[2])
         mixed = jnp.where(mask[..., None], x[partner], x)
-    # A NaN label (an integer label out of range) stays its own record's: its partner
-    # mixes in nothing of it, so check_finite names the record that holds it.
+    # a NaN (out-of-range) label stays its own record's, so check_finite names that record
     theirs = labels[partner]
     soft = lam[:, None] * labels + (1.0 - lam[:, None]) * jnp.where(jnp.isnan(theirs), 0.0, theirs)
     return mixed, soft
@@ -135,13 +132,10 @@ class BatchMixOperator(OperatorModule):
         alpha: the Beta(alpha, alpha) concentration of the mixing weight (> 0).
         data_field, label_field: the fields mixed; float labels ``(batch, classes)`` mix
             as is, integer labels (``(batch,)`` or ``(batch, 1)``) as one-hot of
-            ``num_classes`` (required for them). An
-            integer label outside ``[0, num_classes)`` gives its own record a NaN soft
-            label (``Pipeline(check_finite=True)`` refuses that batch naming the record);
-            its partner mixes in nothing of it.
+            ``num_classes`` (required for them); one outside ``[0, num_classes)`` gives
+            its record a NaN soft label (``Pipeline(check_finite=True)`` refuses it).
 
-    Mixup turns integer data into float32 (float data keeps its dtype); cutmix keeps the
-    dtype. Nothing is clipped.
+    Mixup turns integer data into float32; cutmix keeps the dtype. Nothing is clipped.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -173,9 +167,7 @@ class BatchMixOperator(OperatorModule):
                     f"shape {tuple(labels.shape)}. Give (batch, classes) soft labels as "
                     "floats (e.g. .astype(jnp.float32) of one-hot rows)."
                 )
-            # A label outside [0, num_classes) has no one-hot row: it becomes NaN (as
-            # JAX fills an out-of-range gather of floats), never a silent row of zeros.
-            known = (labels >= 0) & (labels < cfg.num_classes)
+            known = (labels >= 0) & (labels < cfg.num_classes)  # else NaN, not silent zeros
             one_hot = jax.nn.one_hot(labels, cfg.num_classes, dtype=jnp.float32)
             return jnp.where(known[..., None], one_hot, jnp.nan)
         if labels.ndim != 2:

@@ -1,8 +1,7 @@
 """Per-record random choice: apply with probability p, or pick one of several operators.
 
-Both draw from the record's own key (``fold_in(key, 0)`` for the choice; the chosen
-operator gets ``fold_in(key, i + 1)``), and choose with ``lax.cond``/``lax.switch``
-inside the vmapped, compiled step: no Python branching per record.
+The choice draws from ``fold_in(key, 0)``, the chosen operator from ``fold_in(key, i + 1)``;
+``lax.cond``/``lax.switch`` choose inside the vmapped step.
 """
 
 from __future__ import annotations
@@ -53,16 +52,14 @@ class ProbabilisticOperatorConfig(StructuralConfig):
             raise ConfigError(
                 f"ProbabilisticOperator probability must be a number in [0, 1], got {p!r}."
             )
-        if not isinstance(p, (int, float)):  # a NumPy number kept as a Python float
+        if not isinstance(p, (int, float)):
             object.__setattr__(self, "probability", float(p))
 
 
 class ProbabilisticOperator(OperatorModule):
     """Apply ``operator`` to each record with probability ``probability``.
 
-    Settings come as keywords (``probability``, ``stream_name``) or as
-    ``config=ProbabilisticOperatorConfig(...)``; ``stochastic`` is derived (a
-    probability of 0 or 1 over a deterministic operator draws nothing).
+    ``stochastic`` is derived: probability 0 or 1 over a deterministic operator draws nothing.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -138,10 +135,8 @@ class SelectorOperatorConfig(StructuralConfig):
 class SelectorOperator(OperatorModule):
     """Pick one of ``operators`` per record, with probabilities proportional to ``weights``.
 
-    Every operator must give the same fields, shapes and dtypes (one is picked per
-    record by ``lax.switch`` inside the compiled step). Settings come as keywords
-    (``weights``, ``stream_name``) or as ``config=SelectorOperatorConfig(...)``; no
-    weights (or ``()``) weigh every operator equally.
+    Every operator must give the same fields, shapes and dtypes (``lax.switch`` picks one);
+    no weights (or ``()``) weigh every operator equally.
 
     Example:
         >>> import jax, jax.numpy as jnp

@@ -1,20 +1,7 @@
 """``CompositeOperatorModule``: several operators combined by one strategy.
 
-Strategies:
-
-* ``sequential`` — each operator in turn on the whole batch.
-* ``conditional_sequential`` — each operator in turn, on the records where its
-  ``condition(record) -> bool`` holds before it (``lax.cond`` per record).
-* ``parallel`` — every operator on the same input, outputs merged by ``merge``:
-  ``concat`` (the record's first axis), ``stack`` (a new axis after the batch axis),
-  ``sum`` (as ``jnp.sum``: uint8 adds as uint32, no wrap), ``mean`` (as ``jnp.mean``:
-  integer fields give float32) or ``dict`` (field ``name`` of operator ``i`` becomes
-  ``name_i``).
-* ``weighted_parallel`` — every operator on the same input, each field summed by ``weights``
-  (not normalised; integer fields give plain float32).
-* ``branching`` — ``router(record) -> int`` picks one operator per record (``lax.switch``).
-
-Child ``i`` of a stochastic composite gets ``fold_in(record_key, i)``.
+The strategies and merges are described in docs/operators.md; child ``i`` of a stochastic
+composite gets ``fold_in(record_key, i)``.
 """
 
 from __future__ import annotations
@@ -66,7 +53,7 @@ class CompositeOperatorConfig(StructuralConfig):
 
     Attributes:
         strategy: a :class:`CompositionStrategy` or its value (``"sequential"``...).
-        merge: how ``parallel`` merges outputs (see the module docstring).
+        merge: how ``parallel`` merges outputs: ``concat``, ``stack``, ``sum``, ``mean``, ``dict``.
         weights: one weight per operator for ``weighted_parallel``.
         stochastic: set automatically when any child is stochastic.
         stream_name: the ``nnx.Rngs`` stream of the base key when ``rngs`` is given.
@@ -98,7 +85,7 @@ class CompositeOperatorConfig(StructuralConfig):
 
 
 class CompositeOperatorModule(OperatorModule):
-    """Operators combined by a :class:`CompositionStrategy` (see the module docstring).
+    """Operators combined by a :class:`CompositionStrategy` (docs/operators.md).
 
     Args:
         config: a :class:`CompositeOperatorConfig`, or its fields as keywords
@@ -177,7 +164,6 @@ class CompositeOperatorModule(OperatorModule):
         self.conditions = nnx.static(tuple(conditions) if conditions is not None else None)
         self.router = nnx.static(router)
 
-    # -- batch-level strategies ------------------------------------------------------
     def _outputs(self, data: Batch, keys: Any) -> list[Batch]:
         return [
             op.apply_batch(dict(data), child_keys(keys, i)) for i, op in enumerate(self.operators)
@@ -209,9 +195,9 @@ class CompositeOperatorModule(OperatorModule):
                 result[name] = jnp.concatenate(values, axis=1)
             elif merge == "stack":
                 result[name] = jnp.stack(values, axis=1)
-            elif merge == "sum":  # as jnp.sum: small integers add in 32 bits, never wrap
+            elif merge == "sum":
                 result[name] = jnp.sum(jnp.stack(values), axis=0)
-            else:  # as jnp.mean: integer fields average as float32
+            else:
                 result[name] = jnp.mean(jnp.stack(values), axis=0)
         return result
 
@@ -220,12 +206,9 @@ class CompositeOperatorModule(OperatorModule):
         result: Batch = {}
         for name in outputs[0]:
             total = sum(w * out[name] for w, out in zip(weights, outputs))
-            # a Python weight times an integer field is a weakly typed float32: make it a
-            # plain float32 (a weak one would take the dtype of whatever it meets next)
-            result[name] = jnp.asarray(total, jnp.result_type(total))
+            result[name] = jnp.asarray(total, jnp.result_type(total))  # strong, not weak, type
         return result
 
-    # -- per-record strategies ---------------------------------------------------------
     def _one_value(self, value: Any, what: str, dtype: str) -> Any:
         """``value`` as one ``dtype`` scalar per record, or a ConfigError naming ``what``."""
         if jnp.shape(value) != ():

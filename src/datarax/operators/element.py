@@ -48,13 +48,10 @@ class ElementOperatorConfig(StructuralConfig):
 class ElementOperator(FunctionOperator):
     """Apply ``fn(element, key)`` to every record of a batch.
 
-    ``fn`` receives an :class:`~datarax.core.element.Element` and a PRNG key (``None`` when
-    not stochastic); the element carries the record's fields and no metadata
-    (``element.metadata`` is None, whatever the source's ``track_metadata``). It returns
-    an Element (its data is the whole record, its metadata is dropped:
-    ``replace_data`` is the way to drop a field) or a dict updating the fields it names.
-    Numeric batches run under ``jax.vmap``; batches with text fields run record by record
-    on the host. Settings (:class:`ElementOperatorConfig`) come as a config or keywords.
+    ``fn`` gets an :class:`~datarax.core.element.Element` (the record's fields, no metadata)
+    and a PRNG key (``None`` when not stochastic). It returns an Element (the whole record:
+    ``replace_data`` drops fields) or a dict updating the fields it names. Numeric batches
+    run under ``jax.vmap``; batches with text fields run record by record on the host.
 
     Example:
         >>> import jax.numpy as jnp

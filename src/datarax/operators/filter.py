@@ -26,9 +26,8 @@ class FilterOperatorConfig(StructuralConfig):
     """Configuration of :class:`FilterOperator`.
 
     Attributes:
-        on_host: run the predicate in Python on each record's numpy values as records
-            are read (host sources and streams only); else it runs compiled
-            (``jax.vmap``), or record by record for a batch holding text.
+        on_host: run the predicate in Python on numpy records as they are read (host
+            sources and streams only); else it runs compiled (``jax.vmap``).
     """
 
     on_host: bool = False
@@ -39,7 +38,6 @@ class FilterOperatorConfig(StructuralConfig):
 
 
 def _check_one_argument(predicate: Callable[..., Any], name: str) -> None:
-    """Refuse, when it is built, a predicate that cannot be called with one element."""
     refused = refused_call(predicate, None)
     if refused is not None:
         signature, err = refused
@@ -54,8 +52,7 @@ class FilterOperator(RecordFilter):
     """Keep the records for which ``predicate(element)`` is true.
 
     ``predicate`` gets one record as an :class:`~datarax.core.element.Element` and returns
-    one boolean. In a Pipeline the stages after it run over full batches of kept records;
-    called directly on a batch, it returns the kept records.
+    one boolean; in a Pipeline the later stages get full batches of kept records.
 
     Example:
         >>> import numpy as np

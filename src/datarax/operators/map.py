@@ -83,7 +83,6 @@ class MapOperator(FunctionOperator):
     """Apply ``fn(array)`` (or ``fn(array, key)``) to chosen fields of each record.
 
     ``fn`` sees one record's array, under ``jax.vmap``; fields not chosen pass unchanged.
-    Settings (:class:`MapOperatorConfig`) come as a config or as keywords.
 
     Example:
         >>> import jax.numpy as jnp
@@ -121,8 +120,6 @@ class MapOperator(FunctionOperator):
         return {**data, **out}
 
     def _map(self, chosen: Batch, keys: Any | None) -> Batch:
-        """``fn`` over each chosen field of each record (vmapped), its outputs checked."""
-
         def checked(out: Batch) -> Batch:
             check_fields_out(self, out, traced=True)
             return out

@@ -1,11 +1,9 @@
 """The document readers of files: JSON Lines (:class:`JsonlDocuments`) and Parquet
 (:class:`ParquetDocuments`), readers of :mod:`datarax.text.documents`' protocol.
 
-They take local paths or URLs (any fsspec protocol; a glob is expanded, sorted). Remote
-files are listed once, fetched into the shard cache (:class:`~datarax.storage.ShardCache`)
-and held there until the reader is closed. A document that cannot be read as text
-becomes a :class:`~datarax.text.documents.BadDocument` naming its file and line or row
-(the source's ``on_error`` policy decides what happens to it).
+They take local paths or URLs (any fsspec protocol; globs expanded, sorted); remote files
+are fetched into the shard cache and held there until the reader is closed. A document
+that is not text becomes a :class:`~datarax.text.documents.BadDocument` naming its place.
 """
 
 from __future__ import annotations
@@ -82,11 +80,8 @@ class _FileReader:
 
 
 class JsonlDocuments(_FileReader):
-    """Documents from the ``field`` of each line of JSON Lines files, in file order.
-
-    A line that is not JSON, is not an object, lacks ``field`` or holds a non-string
-    there becomes a :class:`BadDocument` naming the file and line (the source's
-    ``on_error`` policy decides what happens to it).
+    """Documents from the ``field`` of each line of JSON Lines files, in file order; a line
+    without a string ``field`` is a :class:`BadDocument` naming the file and line.
 
     Args:
         paths: a file, a glob pattern, a list of them, or URLs / glob patterns of URLs.
@@ -172,8 +167,7 @@ class JsonlDocuments(_FileReader):
 
 
 def _numbered_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """Each line of a file with its number, as bytes; a gzip file (``.jsonl.gz``, told by
-    its first bytes) is read decompressed, and one cut short or corrupt is a RecordError."""
+    """Each line of a file with its number, as bytes; gzip (by its first bytes) decompressed."""
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
     number = 0
@@ -189,10 +183,8 @@ def _numbered_lines(path: str) -> Iterator[tuple[int, bytes]]:
 class ParquetDocuments(_FileReader):
     """Documents from the string (or binary) ``column`` of Parquet files, in file order.
 
-    Arguments and errors as :class:`JsonlDocuments` (``column`` for ``field``); a file
-    without ``column``, or whose ``column`` is not text (strings or binary), is a
-    ConfigError, one that is not Parquet a RecordError. Restoring
-    skips whole row groups by the file metadata. Needs ``pyarrow`` (the ``hf`` extra).
+    Arguments and errors as :class:`JsonlDocuments` (``column`` for ``field``); a column
+    missing or not text is a ConfigError. Needs ``pyarrow`` (the ``hf`` extra).
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -272,7 +264,6 @@ _TEXT_TYPES = frozenset({"string", "large_string", "binary", "large_binary", "st
 
 
 def _is_text_type(kind: Any) -> bool:
-    """Whether a Parquet column of the Arrow type ``kind`` holds one text per row."""
     if str(kind).startswith("dictionary<"):
         kind = kind.value_type  # dictionary-encoded text
     return str(kind) in _TEXT_TYPES

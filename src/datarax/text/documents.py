@@ -1,14 +1,10 @@
 """Document readers: where the text a :class:`PackedTextSource` packs comes from.
 
-A reader is a plain host object with ``read(epoch, start)`` (the documents of pass ``epoch``
-from document ``start`` on: ``str``, UTF-8 ``bytes`` or a :class:`BadDocument`),
-``describe(epoch, index)`` (where a document comes from, for messages), ``num_documents()``
-(per pass), ``close()`` (release held files or streams; safe twice, a later read takes them
-again; optional, :func:`close_reader`) and optionally ``settings()`` (a JSON-able dict of what
-decides a pass's documents: a saved state restores only into a reader with equal settings,
-:func:`reader_settings`). Invariant: every pass yields the same documents in the same order
-for the same ``epoch``, so a restore re-reads from a document index. The readers of
-JSON Lines and Parquet files are in :mod:`datarax.text.document_files`.
+A reader is a host object with ``read(epoch, start)`` (pass ``epoch``'s documents from
+``start`` on: ``str``, UTF-8 ``bytes`` or a :class:`BadDocument`), ``describe(epoch, index)``
+(for messages), ``num_documents()``, and optionally ``close()`` and ``settings()`` (what a
+restore must match). Invariant: a pass yields the same documents in the same order for the
+same ``epoch``, so a restore re-reads from a document index.
 """
 
 from __future__ import annotations
@@ -46,10 +42,7 @@ class DocumentReader(Protocol):
 
 
 class FunctionDocuments:
-    """Documents from a function returning a fresh iterable per pass.
-
-    ``fn(epoch)`` (or ``fn()`` when it takes no argument) must give the same documents
-    in the same order each time it is called with the same epoch.
+    """Documents from ``fn(epoch)`` (or ``fn()``): a fresh, repeatable iterable per pass.
 
     Example:
         >>> docs = FunctionDocuments(lambda epoch: [f"doc {i} of pass {epoch}" for i in range(3)])
@@ -134,11 +127,8 @@ class HFStreamDocuments:
     """Documents from the text ``field`` of an :class:`~datarax.sources.HFStreamingSource`,
     or of any source read forward (ArrayRecord, ``MixSource``, ``ShuffleBufferSource`` ...).
 
-    ``seek(epoch, 0)`` opens a pass and ``get_batch_with_indices`` reads it; resuming at
-    document ``start`` reads past the ones before it. Give the source to this reader only
-    (not also to a Pipeline); ``PackedTextSource`` shards the documents per process.
-    A bad document is named by its record in the stream; over a ``MixSource``, by its
-    source and draw (as :meth:`~datarax.mixing.MixSource.locate` names it).
+    Resuming at document ``start`` reads past the ones before it. Give the source to this
+    reader only (not also to a Pipeline); ``PackedTextSource`` shards the documents.
 
     Example:
         >>> from datarax.sources import HFStreamingSource, HFStreamingConfig
@@ -170,12 +160,9 @@ class HFStreamDocuments:
         self.field = field
         self.chunk = int(chunk)
         self._count: int | None = None
-        # pass -> {document: its record's index less its own} from each record the stream
-        # skipped on: a message names the record of the stream, not the document number
+        # pass -> {document: record index less document index}, so messages name the record
         self._shifts: dict[int, dict[int, int]] = {}
-        # a mixture serves every position of its pass (its stable indices are draws, not
-        # positions): a document is named by its source and draw (MixSource.locate)
-        self._mixture = isinstance(source, MixSource)
+        self._mixture = isinstance(source, MixSource)  # named by source and draw instead
 
     def __repr__(self) -> str:
         source = type(getattr(self, "source", None)).__name__
@@ -255,8 +242,7 @@ def close_reader(reader: Any) -> None:
 
 
 def as_reader(documents: Any, who: str = "documents") -> Any:
-    """``documents`` as a reader: readers pass through, functions are wrapped; ``who``
-    names the argument in messages.
+    """``documents`` as a reader: readers pass through, functions are wrapped.
 
     Example:
         >>> list(as_reader(lambda: ["a", "b"]).read(0, 0))

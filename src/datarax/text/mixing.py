@@ -1,10 +1,7 @@
 """``MixedDocuments``: several corpora drawn by weight into one document stream.
 
-Draw ``g`` (pass ``e`` holds draws ``e * D .. e * D + D - 1``, ``D = documents_per_epoch``)
-picks a corpus by a uniform from ``numpy.random.default_rng([seed, g // BLOCK])``. A
-corpus's ``k``-th draw is its document ``k % n`` of its own pass ``k // n``, so each corpus
-runs through its own epochs, and any position is a pure function of ``(seed, g)``: the
-mix keeps no state of its own.
+Draw ``g`` picks a corpus from ``numpy.random.default_rng([seed, g // BLOCK])``, so any
+position is a pure function of ``(seed, g)`` and the mix keeps no state (docs/text.md).
 """
 
 from __future__ import annotations
@@ -94,7 +91,6 @@ class MixedDocuments:
         return (f"MixedDocuments({{{shares}}}, documents_per_epoch="
                 f"{self.documents_per_epoch}, seed={self.seed})")
 
-    # ------------------------------------------------------------------ draws
     def _block(self, block: int) -> np.ndarray:
         if self._last_block[0] != block:
             u = np.random.default_rng([self.seed, block]).random(BLOCK)
@@ -140,7 +136,6 @@ class MixedDocuments:
                     )
         return self._sizes
 
-    # ----------------------------------------------------------------- reader
     def num_documents(self) -> int:
         return self.documents_per_epoch
 

@@ -1,21 +1,8 @@
 """``Packer``: variable-length token sequences into fixed ``seq_len`` rows.
 
-Modes:
-
-* ``"first_fit"`` — each piece goes into the first open row with room for it;
-* ``"best_fit"`` — into the open row it fills the most;
-* ``"concat"`` — documents are concatenated and cut every ``seq_len`` tokens (one
-  open row; a document may continue in the next row).
-
-In the fit modes a document longer than ``seq_len`` is cut into ``seq_len`` pieces plus a
-remainder; nothing is dropped. When a piece fits none of ``open_rows`` open rows, the
-fullest (oldest on ties) is emitted; a full row is emitted at once.
-
-Invariant: the state is only *references* ``(document, start, end)`` per piece of each
-open or ready row; the tokens are looked up again by document on restore. Consecutive
-ready rows that are each one cut of the same document (a long document's ``seq_len``
-pieces) are saved as one run ``{"document", "start", "rows", "row_tokens"}``, so the
-state stays a few hundred bytes whatever the documents' length.
+Modes (docs/text.md): ``"first_fit"``, ``"best_fit"``, ``"concat"``; nothing is dropped.
+The state holds only references ``(document, start, end)`` per piece, re-tokenized on
+restore; a long document's back-to-back rows are saved as one run, so it stays small.
 """
 
 from __future__ import annotations
@@ -46,9 +33,7 @@ class _Row:
         self._refs = None
 
     def refs(self) -> tuple[int, ...]:
-        # Built once per row and shared (a tuple): the read-ahead snapshots the packer after
-        # every batch, and a long document leaves thousands of ready rows in each snapshot;
-        # new objects per row per snapshot made the pass quadratic in garbage collection.
+        # Built once and shared: the packer is snapshot after every batch read ahead.
         if self._refs is None:
             self._refs = tuple(x for doc, s, e, _ in self.pieces for x in (doc, s, e))
         return self._refs
@@ -102,7 +87,6 @@ class Packer:
         self.tokens_packed = 0  # tokens in rows handed out by take()
         self.rows_packed = 0  # rows handed out by take()
 
-    # ------------------------------------------------------------------ packing
     def add(self, doc: int, ids: np.ndarray) -> None:
         """Pack document ``doc``'s ids (cut into pieces when needed)."""
         if self.mode == "concat":
@@ -156,21 +140,16 @@ class Packer:
         self._ready.extend(self._open)
         self._open = []
 
-    # --------------------------------------------------------------- emitting
     @property
     def ready(self) -> int:
         """Rows emitted and not yet taken."""
         return len(self._ready)
 
     def take(self, count: int) -> dict[str, np.ndarray]:
-        """Up to ``count`` ready rows as int32 arrays ``[rows, seq_len]``.
-
-        ``tokens``; ``segment_ids`` (1, 2, ... per piece, 0 on padding); ``positions``
-        (0, 1, ... within each piece); ``targets`` (the next token of the same piece,
-        ``pad_id`` at a piece's last token and on padding) and ``loss_mask`` (1 where
-        ``targets`` is a real next token). With ``with_document_index``, also
-        ``document_index``: the pass's document number of each token (-1 on padding).
-        """
+        """Up to ``count`` ready rows as int32 ``[rows, seq_len]``: ``tokens``,
+        ``segment_ids`` (1, 2, ... per piece, 0 on padding), ``positions`` (within each
+        piece), ``targets`` (the piece's next token, else ``pad_id``), ``loss_mask`` (1 where
+        ``targets`` is real) and, optionally, ``document_index`` (-1 on padding)."""
         rows = [self._ready.popleft() for _ in range(min(count, len(self._ready)))]
         shape = (len(rows), self.seq_len)
         tokens = np.full(shape, self.pad_id, np.int32)
@@ -220,7 +199,6 @@ class Packer:
             return 1.0
         return self.tokens_packed / (self.rows_packed * self.seq_len)
 
-    # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """References of open and ready rows: ``[doc, start, end, ...]`` per row; a run of
         ready rows each cut from one document as ``{"document", "start", "rows", "row_tokens"}``.
@@ -236,11 +214,8 @@ class Packer:
         return self.as_lists(self.snapshot())
 
     def snapshot(self) -> dict[str, Any]:
-        """:meth:`get_state` with each row's references as a tuple shared with the row.
-
-        Taken after every batch read ahead: nothing is built per row, so a long document's
-        thousands of ready rows cost one list per snapshot. :meth:`as_lists` makes it JSON's.
-        """
+        """:meth:`get_state` with each row's references as a tuple shared with the row
+        (cheap enough to take after every batch; :meth:`as_lists` makes it JSON's)."""
         return {
             "open": [row.refs() for row in self._open],
             "ready": [row.refs() for row in self._ready],
@@ -250,8 +225,7 @@ class Packer:
 
     @staticmethod
     def as_lists(state: dict[str, Any]) -> dict[str, Any]:
-        """A :meth:`snapshot` as JSON's lists, consecutive one-piece ready rows of a
-        document joined into runs (what :meth:`get_state` returns)."""
+        """A :meth:`snapshot` as JSON's lists, with runs (what :meth:`get_state` returns)."""
         return {
             **state,
             "open": [list(refs) for refs in state["open"]],
@@ -300,8 +274,7 @@ RUN_KEYS = ("document", "start", "rows", "row_tokens")
 
 
 def _as_runs(rows: Any) -> list[Any]:
-    """Ready rows as JSON: ``[doc, start, end, ...]`` lists, with rows that each hold one
-    piece of the same document, of equal length and back to back, joined into a run."""
+    """Ready rows as JSON lists; back-to-back equal one-piece rows of a document as a run."""
     out: list[Any] = []
     for refs in rows:
         if isinstance(refs, dict):  # already a run (a state read back from JSON)

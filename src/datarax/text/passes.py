@@ -1,11 +1,9 @@
 """``TextPass``: one pass of packed text — read, check, tokenize, pack — on the host,
 behind :class:`~datarax.text.source.PackedTextSource`.
 
-Invariant: its snapshot (:meth:`TextPass.snapshot_at`) holds references, never tokens;
-from a snapshot or from a bare ``(epoch, row)`` position (re-packing the pass up to
-that row) it rebuilds the identical next rows. Read ahead through the read-ahead engine
-(:mod:`datarax.sources.read_ahead`: its sessions and its cursor), rows peeked with the
-snapshot of their end, which a commit makes the pass's.
+From a snapshot (references, never tokens) or a bare ``(epoch, row)`` it rebuilds the
+identical next rows; read-ahead peeks rows with the snapshot of their end, which a commit
+makes the pass's.
 """
 
 from __future__ import annotations
@@ -25,18 +23,15 @@ from datarax.text.packing import Packer
 from datarax.text.snapshots import check_snapshot
 from datarax.typing import Batch
 
-# A corpus of a mixture drawn this many times in a pass (or, on one host, as many times as
-# it holds documents, if fewer) and serving none of them is refused: its weight would be ignored.
+# Draws of a mixture's corpus in a pass, all bad, after which it is refused (its weight ignored).
 CORPUS_EVIDENCE = 16
 
 
 class TextPass:
     """One pass of a packed-text source: reading, checking, tokenizing, packing.
 
-    ``at`` is the ``(epoch, rows handed out)`` this object stands at (None: nowhere);
-    its owner's position is the truth and :meth:`follow` moves this object to it.
-    ``shard()`` gives ``(index, count)``: this process packs documents
-    ``index, index + count, ...`` of each pass.
+    ``at`` is the ``(epoch, rows handed out)`` it stands at (None: nowhere); :meth:`follow`
+    moves it to the owner's position. ``shard()`` gives ``(index, count)``.
 
     Example:
         >>> from datarax.text.packing import Packer
@@ -69,12 +64,9 @@ class TextPass:
         self.ledger = SkipLedger(policy, "PackedTextSource")  # bad documents of the pass
         self.snapshot: tuple[int, int, dict[str, Any]] | None = None
         self._last_bad = ""  # the cause of the last bad document the packer passed
-        # A mixture's corpora (``MixedDocuments``): documents packed per corpus this pass.
         self._mix = reader if callable(getattr(reader, "corpus_of", None)) else None
         self.at: tuple[int, int] | None = None
-        # One thread reads at a time (a pipeline's read-ahead, or a direct read); a
-        # reading session ends whenever the owner moves or reads the pass itself.
-        self.sessions = Sessions("PackedTextSource")
+        self.sessions = Sessions("PackedTextSource")  # one reader thread at a time
         self.defer_skips = False  # read ahead: skips are counted as their rows are handed out
         self.position = 0  # read ahead: the row handed out (committed)
         self._ahead = (0, 0)  # read ahead: (pass, the row after the last one peeked)
@@ -83,7 +75,6 @@ class TextPass:
         self._reset(0)
         self.at = None
 
-    # ------------------------------------------------------------ lifecycle
     def _reset(self, epoch: int) -> None:
         self._it: Any = None  # opened lazily at _read_at
         self._epoch = epoch
@@ -135,7 +126,6 @@ class TextPass:
                                    "other documents or settings", unit="rows", holds=rows - left)
             left -= dropped
 
-    # ------------------------------------------------------------ read ahead
     def start(self, epoch: int, index: int) -> int:
         """A new read-ahead session from row ``index`` of pass ``epoch``; returns it."""
         with self.sessions.lock:
@@ -144,9 +134,8 @@ class TextPass:
             return self.sessions.begin()
 
     def peek_batch(self, batch_size: int, session: int | None = None) -> ReadBatch | None:
-        """The ``batch_size`` rows after those peeked (their row numbers, ``end`` the
-        row after them), or None at the pass's end; ``SessionEnded`` once ``session`` is
-        over. Bad documents are counted when the owner commits."""
+        """The ``batch_size`` rows after those peeked, or None at the pass's end;
+        ``SessionEnded`` once ``session`` is over. Bad documents count at commit."""
         with self.sessions.lock:
             self.sessions.check(session)
             epoch, index = self._ahead
@@ -163,8 +152,7 @@ class TextPass:
             return ReadBatch(rows, np.arange(index, end), end)
 
     def commit(self, end: int | None) -> None:
-        """Hand out every row before ``end`` (None: the rest of the pass): the snapshot
-        of ``end`` becomes the pass's, the bad documents passed before it are counted."""
+        """Hand out every row before ``end`` (None: the rest of the pass)."""
         epoch, rest = self._ahead[0], end is None  # the rest: the worker stopped packing
         end = self._ahead[1] if end is None else int(end)
         while self._peeked and self._peeked[0][0] <= end:
@@ -179,8 +167,7 @@ class TextPass:
         return False  # packing the next rows may wait for the tokenizer: one at a time
 
     def stop(self, session: int | None = None) -> None:
-        """End read-ahead ``session`` (None: any) and release the reader, the position
-        handed out kept."""
+        """End read-ahead ``session`` (None: any) and release the reader."""
         self.sessions.end(session, lambda: self.suspend(at=(self._ahead[0], self.position)))
 
     def direct(self) -> None:
@@ -188,7 +175,6 @@ class TextPass:
         self.sessions.begin()
         self.defer_skips = False
 
-    # -------------------------------------------------------------- reading
     def take(self, count: int) -> Batch | None:
         self._fill(count)
         if self.packer.ready == 0:
@@ -230,8 +216,6 @@ class TextPass:
             self.ended = False
 
     def _no_documents(self) -> str:
-        """What a pass holding no document for this process says (an empty pass packs
-        nothing: a loop over it would end, or wait, without a word)."""
         shard, count = self._shard()
         if count == 1 or self._read_at == 0:
             return (
@@ -329,17 +313,14 @@ class TextPass:
             self._check_corpus(index, cause)
 
     def _check_corpus(self, index: int, cause: str) -> None:
-        """A mixture's corpus drawn :data:`CORPUS_EVIDENCE` times this pass (or, on one host, as
-        often as it holds documents) with every document bad is an error, not a silent
-        re-weighting."""
+        """Refuse a mixture's corpus drawn :data:`CORPUS_EVIDENCE` times with every document bad."""
         mix = self._mix
         corpus = mix.corpus_of(self._epoch, index)
         self._corpus_drawn[corpus] += 1
         drawn = self._corpus_drawn[corpus]
         if self.corpus_documents is None or self.corpus_documents[corpus] > 0:
             return
-        # One host meets a corpus's documents in turn: as many draws as it holds cover them
-        # all. A host of several sees only some of each corpus's draws.
+        # one host meets all of a corpus's documents in as many draws as it holds
         count = self._shard()[1]
         needed = CORPUS_EVIDENCE if count > 1 else min(CORPUS_EVIDENCE, mix.sizes()[corpus])
         if drawn < needed:
@@ -354,7 +335,6 @@ class TextPass:
             index=index,
         )
 
-    # ---------------------------------------------------------------- state
     def stats(self, at: tuple[int, int] | None = None) -> dict[str, Any]:
         """Rows, tokens, efficiency, documents and skips up to ``at`` (the owner's position)."""
         with self.sessions.lock:  # a read-ahead thread may be packing
@@ -404,13 +384,12 @@ class TextPass:
         return {}  # unknown here: a restore re-packs the pass up to the position
 
     def check_snapshot(self, state: dict[str, Any]) -> None:
-        """Refuse a malformed snapshot, naming the key (:func:`~datarax.text.snapshots.check_snapshot`)."""
+        """Refuse a malformed snapshot, naming the key."""
         corpora = len(self._mix.names) if self._mix is not None else 0
         check_snapshot(state, corpora, *self._shard())
 
     def _restore(self, epoch: int, state: dict[str, Any]) -> None:
-        """Rebuild pass ``epoch`` at a snapshot: re-tokenize the documents its rows
-        reference, then read on at ``next_document``."""
+        """Rebuild pass ``epoch`` at a snapshot, re-tokenizing the documents it references."""
         where = "PackedTextSource"
         packer_state = state["packer"]
         needed = sorted(Packer.documents_in(packer_state))

@@ -1,9 +1,5 @@
-"""The snapshot of a packed-text pass (what :class:`~datarax.text.source.PackedTextSource`'s
-state adds to its position): its keys and the check of one restored from a saved state.
-
-It holds references, never tokens: ``next_document`` (the pass's next document to read),
-``skipped`` (bad documents passed), ``documents`` (packed), ``corpus_documents`` (packed per
-corpus of a mixture) and ``packer`` (the packer's open rows, as document references).
+"""The snapshot a :class:`~datarax.text.source.PackedTextSource` state adds to its position:
+its keys (references, never tokens) and the check of one restored from a saved state.
 """
 
 from __future__ import annotations
@@ -20,8 +16,7 @@ SNAPSHOT_KEYS = ("next_document", "skipped", "documents", "corpus_documents", "p
 
 
 def check_snapshot(state: dict[str, Any], corpora: int, shard: int, count: int) -> None:
-    """Refuse a malformed snapshot of a pass over ``corpora`` corpora (0: not a mixture)
-    packed by shard ``shard`` of ``count``, naming the key.
+    """Refuse a malformed snapshot (``corpora``: 0 unless a mixture), naming the key.
 
     Example:
         >>> check_snapshot({"next_document": 0, "skipped": 0, "packer": Packer(1).get_state()},

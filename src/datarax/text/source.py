@@ -1,20 +1,9 @@
 """``PackedTextSource``: documents -> tokens -> packed ``seq_len`` rows, as a stream.
 
-Packing changes the number of records, so it is a source, not a per-batch stage. This
-module is the adapter; the work is done by host objects: a
-:class:`~datarax.text.passes.TextPass` driving a document reader, a
-:class:`~datarax.text.tokenize.TextTokenizer` and a :class:`~datarax.text.packing.Packer`.
-
-Invariant: the base's ``(epoch, index)`` (rows handed out of the pass) is the one truth.
-When it moves from outside (``seek``, ``set_state``, ``nnx.update``, a new pass) the pass
-is rebuilt before the next read: from a snapshot when one matches, else by re-packing
-the pass up to that row (packing is deterministic).
-
-State (``get_state()``): the position, the snapshot that makes a restore cheap
-(``next_document``, ``skipped``, ``documents``, ``packer``: references of the open and
-ready rows, never tokens) and ``settings`` (:meth:`PackedTextSource.order_settings`; a
-restore where one differs is refused naming it). After ``set_state`` the next batch is
-identical to the one the saved source would have served.
+Packing changes the number of records, so it is a source, not a per-batch stage; the work
+is done by a :class:`~datarax.text.passes.TextPass`. The base's ``(epoch, index)`` is the
+one truth: when it moves from outside, the pass is rebuilt before the next read, from a
+matching snapshot or by re-packing up to that row (packing is deterministic).
 """
 
 from __future__ import annotations
@@ -60,10 +49,8 @@ class PackedTextConfig(BadRecordFields, StructuralConfig):
         pad_id: id of padding in ``tokens`` and ``targets``.
         tokenize_block: documents encoded per tokenizer call.
         on_error: ``"raise"`` stops at a bad document (invalid UTF-8, not text, empty)
-            with a :class:`RecordError` naming it; ``"skip"`` skips and counts it (a pass
-            whose every document is bad is still a :class:`RecordError`, and so is a
-            mixture's corpus drawn 16 times in a pass, or on one host as often as it holds
-            documents, without serving one).
+            with a :class:`RecordError` naming it; ``"skip"`` skips and counts it (a pass,
+            or a mixture's corpus, whose every document is bad is still a RecordError).
         max_skipped: with ``"skip"``, most documents one pass may skip (None: no limit).
         with_document_index: also serve ``document_index`` (each token's document
             number in the pass, -1 on padding).
@@ -174,7 +161,6 @@ class PackedTextSource(StreamSource):
             )
         )
 
-    # ------------------------------------------------------------- contract
     def element_spec(self) -> dict[str, Any]:
         """int32 ``[seq_len]`` per row for each field (see :meth:`Packer.take`)."""
         fields = FIELDS + (("document_index",) if self.config.with_document_index else ())
@@ -185,17 +171,13 @@ class PackedTextSource(StreamSource):
         return self.get_batch_with_indices(batch_size)[0]
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """Rows and their numbers in the pass (their stable index), handed out at once: a
-        reading session from the position (a pipeline's read-ahead ended)."""
+        """Rows and their numbers in the pass (their stable index), handed out at once."""
         with self._text.sessions.lock:
             return self.batch_cursor().take(batch_size)
 
     def batch_cursor(self) -> SessionCursor:
-        """Rows packed ahead of the current position (ends any earlier session): a
-        :class:`~datarax.sources.read_ahead.SessionCursor` whose ``peek`` packs the next
-        rows without moving the source's state and whose ``commit`` moves the position
-        past them, makes that position's snapshot the reported one and counts the bad
-        documents passed before it."""
+        """A :class:`~datarax.sources.read_ahead.SessionCursor` packing rows ahead of the
+        position (ends any earlier session)."""
         return SessionCursor(self, self._text, self._text.start(self.epoch, self.index))
 
     def restart(self, epoch: int) -> None:
@@ -210,8 +192,7 @@ class PackedTextSource(StreamSource):
         self._text.suspend(at=(self.epoch, self.index))
 
     def close(self) -> None:
-        """Release and close the reader; the position is kept. Safe twice; a later read
-        opens the reader again.
+        """Release and close the reader, keeping the position (idempotent; reads reopen it).
 
         Example:
             >>> with PackedTextSource(PackedTextConfig(seq_len=4), lambda: ["a b"],
@@ -228,11 +209,9 @@ class PackedTextSource(StreamSource):
             self.seek(0, 0)
         return self
 
-    # ------------------------------------------------------------ reporting
     def packing_stats(self) -> dict[str, Any]:
         """This pass so far: rows, tokens, ``efficiency`` (non-padding share), documents,
-        skips (and, for a mixture, ``corpus_documents``). After a :meth:`seek` to a row whose
-        snapshot is unknown here, the pass is re-packed up to it first (as the next read would)."""
+        skips (and, for a mixture, ``corpus_documents``)."""
         text = self._text
         at = (self.epoch, self.index)
         with text.sessions.lock:
@@ -245,7 +224,6 @@ class PackedTextSource(StreamSource):
         """Documents skipped under ``on_error="skip"`` since the source was built."""
         return list(self._text.ledger.reports)
 
-    # ---------------------------------------------------------------- state
     def order_settings(self) -> dict[str, Any]:
         """The packing settings, the documents' (``documents.files``,
         ``documents.corpora[1].seed`` ...) and the tokenizer's (``tokenizer.eos_id``)."""
@@ -262,11 +240,8 @@ class PackedTextSource(StreamSource):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue at ``state`` (from :meth:`get_state` of an identically built source).
-
-        A bare ``current_epoch`` / ``current_index`` is re-packed up to that row. Other
-        ``settings`` than :meth:`order_settings` are refused naming the first that differs.
-        """
+        """Continue at ``state`` (from :meth:`get_state` of an identically built source); a
+        bare position is re-packed up to that row, differing ``settings`` are refused."""
         where = "PackedTextSource"
         epoch, index = self.datarax_position.check_state(
             state, where=where, settings=self._saved_settings(restoring=True)

@@ -24,14 +24,13 @@ class TextTokenizer:
 
     Args:
         tokenizer: a ``tokenizers.Tokenizer``, a path to a ``tokenizer.json``, or a
-            callable mapping one ``str`` to a sequence of non-negative ints. A
-            ``Tokenizer``'s own padding is not used (rows are padded by packing), its
-            post-processor's special tokens are not added (use ``bos_id`` / ``eos_id``),
-            and one that truncates is refused (use ``max_tokens``).
+            callable ``str -> sequence of ints >= 0``. A ``Tokenizer``'s padding and
+            special tokens are not used (use ``bos_id`` / ``eos_id``); one that truncates
+            is refused (use ``max_tokens``).
         bos_id: id put before every document (None: none).
         eos_id: id put after every document (None: none).
-        max_tokens: keep at most this many ids per document, BOS/EOS included (the
-            EOS, when set, stays last). None keeps every id.
+        max_tokens: keep at most this many ids per document, BOS/EOS included (EOS stays
+            last). None keeps every id.
 
     Example:
         >>> tok = TextTokenizer(lambda text: [len(w) for w in text.split()], eos_id=0)
@@ -121,16 +120,14 @@ class TextTokenizer:
 
     @property
     def described(self) -> str:
-        """The tokenizer as a message names it: ``function 'words'`` (a lambda: ``function``),
-        or the class of a tokenizer object."""
+        """The tokenizer as a message names it: ``function 'words'``, or its class."""
         name = getattr(self.tokenizer, "__name__", None)
         if isinstance(name, str) and name != "<lambda>" and callable(self.tokenizer):
             return f"{self.name} {name!r}"
         return self.name
 
     def settings(self) -> dict[str, Any]:
-        """What decides the ids: the tokenizer (a function's name, or a ``tokenizers.Tokenizer``'s
-        class and vocabulary size), BOS, EOS, ``max_tokens``.
+        """What decides the ids: the tokenizer's name (and vocabulary size), BOS, EOS, ``max_tokens``.
 
         Example:
             >>> def words(text): return [len(w) for w in text.split()]
@@ -150,8 +147,7 @@ class TextTokenizer:
     def encode_batch(
         self, texts: Sequence[str], *, where: Callable[[int], str] | None = None
     ) -> list[np.ndarray]:
-        """The int32 ids of each document in ``texts``; ``where(i)`` names document ``i`` in
-        the :class:`RecordError` of a custom tokenizer returning something other than ids."""
+        """The int32 ids of each document in ``texts``; ``where(i)`` names document ``i`` in errors."""
         where = where if where is not None else (lambda i: f"document {i} of the block")
         if self._fast:
             encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
@@ -207,13 +203,8 @@ class TextTokenizer:
 
 
 def _for_packing(tokenizer: Any, source: str | None) -> Any:
-    """A ``tokenizers.Tokenizer`` whose ids of a document are the document's alone.
-
-    Its own padding (pad ids to the longest document of a call) would pack pad ids as
-    tokens and make a document's ids depend on its block: a copy without it is used
-    (packing pads rows itself, with ``pad_id``). Its own truncation would cut every longer
-    document in silence: refused, naming the length (``max_tokens`` truncates on request).
-    """
+    """A ``tokenizers.Tokenizer`` whose ids of a document are the document's alone: a copy
+    without padding (it would make ids depend on the block); truncation is refused."""
     truncation = tokenizer.truncation
     if truncation is not None:
         where = f"the tokenizer file {source!r}" if source else "the tokenizers.Tokenizer"
@@ -231,8 +222,7 @@ def _for_packing(tokenizer: Any, source: str | None) -> Any:
 
 
 def _check_special_ids(vocab_size: int, **ids: int | None) -> None:
-    """Refuse a BOS / EOS id past the tokenizer's vocabulary: an embedding table of its
-    size has no row for it (JAX's gather would clamp it to the last row in silence)."""
+    """Refuse a BOS / EOS id past the vocabulary (a JAX gather would clamp it in silence)."""
     for name, value in ids.items():
         if value is not None and value >= vocab_size:
             raise ConfigError(

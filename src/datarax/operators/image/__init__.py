@@ -1,8 +1,7 @@
 """Image operators for ``(batch, H, W, C)`` uint8 or float images (dm-pix where it serves).
 
-Every operator takes its parameters as numbers (fixed: deterministic) or
-``(low, high)`` ranges (drawn per record from the record's key: stochastic), and the
-``field`` holding the images (default ``"image"``). See docs/operators.md.
+Parameters are numbers (fixed) or ``(low, high)`` ranges (drawn per record); see
+docs/operators.md.
 """
 
 from datarax.operators.image._base import ImageOperator, ImageOperatorConfig

@@ -1,10 +1,7 @@
 """``ImageOperator``: the base of the image operators, and the helpers they share.
 
-An image operator transforms one field of ``(batch, H, W, C)`` images record by record
-under ``jax.vmap``. A parameter given as a number is fixed; a ``(low, high)`` pair is drawn
-per record from its key (the operator is then stochastic). Colour operators work in
-[0, 1] (uint8 / 255, rounded and clipped back; floats not clipped); geometric operators
-keep the dtype.
+Colour operators work in [0, 1] (uint8 / 255, rounded and clipped back; floats not
+clipped); geometric operators keep the dtype.
 """
 
 from __future__ import annotations
@@ -148,12 +145,9 @@ def cast_like(values: Any, dtype: Any) -> Any:
 def materialized(values: Any, witness: Any = None) -> Any:
     """``values`` unchanged, but written out whole where XLA:CPU would fuse them onward.
 
-    XLA:CPU would recompute resampled images (gathers) inside each consumer (a flip, a
-    channel mean), 5-10x slower; a conditional's operand is stored before it runs, so
-    ``values`` pass through one whose branches add and subtract zero (identities and
-    ``optimization_barrier`` are removed before fusion). Its predicate reads one element
-    of ``witness``: pass the producer's input, since reading ``values`` makes a second
-    consumer and XLA then stores each gather apart (4-5x slower).
+    XLA:CPU would recompute the gathers inside each consumer; a conditional's operand is
+    stored before it runs (identities and ``optimization_barrier`` are removed before
+    fusion). Pass the producer's input as ``witness``: reading ``values`` would split it.
 
     Example:
         >>> import jax.numpy as jnp
@@ -194,10 +188,8 @@ class ImageOperatorConfig(StructuralConfig):
 class ImageOperator(OperatorModule):
     """Base of image operators: ``transform(image, key)`` per record of one field.
 
-    Subclasses call :meth:`_setup` from ``__init__`` and implement :meth:`transform` (one
-    ``(H, W, C)`` image and its key, ``None`` when deterministic), or set ``materialize``
-    and implement :meth:`plan` (cheap, per record) and :meth:`render` (the gathers; the
-    batch's result is stored whole, :func:`materialized`).
+    Subclasses call :meth:`_setup` and implement :meth:`transform`, or set ``materialize``
+    and implement :meth:`plan` (per record) and :meth:`render` (stored whole, :func:`materialized`).
     """
 
     config: ImageOperatorConfig  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -281,8 +273,7 @@ class ImageOperator(OperatorModule):
             else:
                 plans = self.plan(shape, None)
                 render = jax.vmap(self.render, in_axes=(0, None))
-            # Stored as float, then cast: an integer result's rounding would pull the
-            # gathers apart into one stored array per tap. The input is the witness.
+            # cast after storing: rounding first would split the gathers per tap
             out = cast_like(materialized(render(images, plans), images), images.dtype)
             return {**data, field: out}
         if self.config.stochastic:

@@ -26,8 +26,7 @@ from datarax.operators.image._base import (
 
 
 class _ColorOperator(ImageOperator):
-    """One parameter ``PARAM`` (number or range), given by position or by its name;
-    ``adjust(values_in_unit_range, value)``."""
+    """One parameter ``PARAM`` (by position or name); ``adjust(values_in_unit_range, value)``."""
 
     unit_values = True
 
@@ -63,8 +62,7 @@ class _ColorOperator(ImageOperator):
 
 
 class Brightness(_ColorOperator):
-    """Add ``delta`` to every value (dm-pix's ``adjust_brightness``, written out here so
-    that a chain of crops, flips, brightness and contrast does not import dm-pix).
+    """Add ``delta`` to every value (dm-pix's ``adjust_brightness``, written out: no import).
 
     Example:
         >>> import jax.numpy as jnp
@@ -124,10 +122,8 @@ def require_rgb(op: ImageOperator, image: Any) -> None:
 
 
 class Grayscale(ImageOperator):
-    """Rec.601 luma (dm-pix ``rgb_to_grayscale``), kept as 3 equal channels.
-
-    One-channel images are already grey: they pass unchanged. Other channel counts
-    are refused.
+    """Rec.601 luma (dm-pix ``rgb_to_grayscale``), kept as 3 equal channels; one-channel
+    images pass unchanged.
 
     Example:
         >>> import jax.numpy as jnp

@@ -55,10 +55,8 @@ def _tent(taps: Any, centres: Any, support: Any, start: Any, length: Any) -> Any
 
 @functools.partial(jax.jit, static_argnames=("out", "size", "antialias"))  # one compile when eager
 def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool) -> Any:
-    """``(out, size)`` bilinear weights that resample ``[start, start + length)`` to ``out``.
-
-    Half-pixel centres; the triangle filter widens by ``length / out`` when shrinking with
-    ``antialias``; only pixels inside the box get weight (as torchvision and PIL).
+    """``(out, size)`` bilinear weights that resample ``[start, start + length)`` to ``out``
+    (half-pixel centres; antialiased shrinking widens the filter; as torchvision and PIL).
 
     Example:
         >>> resize_weights(0, 4, 2, 4, antialias=False).tolist()
@@ -70,8 +68,7 @@ def resize_weights(start: Any, length: Any, out: int, size: int, antialias: bool
 
 
 def tap_count(size: int, out: int, antialias: bool) -> int:
-    """The most input pixels with non-zero weight in one output pixel of :func:`resize_weights`
-    (support ``S = max(1, length / out)``: at most ``ceil(2 S)`` integers in ``(c - S, c + S)``).
+    """The most input pixels with non-zero weight in one output pixel of :func:`resize_weights`.
 
     Example:
         >>> tap_count(96, 64, antialias=True), tap_count(96, 64, antialias=False)
@@ -100,9 +97,7 @@ def resize_taps(start: Any, length: Any, out: int, size: int, antialias: bool,
     return index, _tent(index.astype(jnp.float32), centres, support, start, length)
 
 
-# Above this many taps per output pixel the dense matrix products win (and keep the
-# compiled program small); at or below it, a weighted sum of gathered pixels does.
-MAX_SPARSE_TAPS = 16
+MAX_SPARSE_TAPS = 16  # above it, dense matrix products win (and compile smaller)
 
 
 def resize_plan(
@@ -122,17 +117,15 @@ def resize_plan(
 
 
 def resample(image: Any, plan: tuple[Any, Any, Any, Any]) -> Any:
-    """``image`` resampled by a :func:`resize_plan` (float32): sparse plans sum whole input
-    rows, then pixels of those rows, tap by tap (XLA fuses both into one loop); dense plans
-    are two matrix products."""
+    """``image`` resampled by a :func:`resize_plan` (float32): sparse plans sum rows then
+    columns tap by tap; dense plans are two matrix products."""
     iy, wy, ix, wx = plan
     image = jnp.asarray(image)
     if iy is None:
         values = image.astype(jnp.float32)
         rows = jnp.einsum("oh,hwc->owc", wy, values)  # (out_h, W, C)
         return jnp.einsum("pw,owc->opc", wx, rows)  # (out_h, out_w, C)
-    # The taps lie inside the image by construction: unsigned, promised in bounds, the
-    # gathers skip the wrapping of negative indices and the clamping.
+    # in bounds by construction: unsigned and promised, the gathers skip wrapping and clamping
     iy, ix = iy.astype(jnp.uint32), ix.astype(jnp.uint32)
     rows = None  # (out_h, W, C): whole input rows, contiguous, weighted by their taps
     for k in range(iy.shape[1]):
@@ -263,9 +256,8 @@ class ResizedCrop(_BoxResize):
 class RandomResizedCrop(_BoxResize):
     """Crop a random box of random area share and aspect ratio; resize it to ``size``.
 
-    Per record: area share ``s ~ U(scale)`` and ``log(ratio) ~ U(log ratio)``; of ten
-    such candidate boxes the first that fits the image is used (else the whole image),
-    at a uniformly random integer position.
+    Of ten candidates (area share ``~ U(scale)``, ``log(ratio) ~ U(log ratio)``) the first
+    that fits is used (else the whole image), at a uniformly random position.
     """
 
     ATTEMPTS = 10
@@ -321,7 +313,6 @@ class _Flip(ImageOperator):
                     stream_name=stream_name, rngs=rngs, name=name)
 
     def _flip(self, image: Any) -> Any:
-        # dm-pix's flip_left_right / flip_up_down of (..., H, W, C), without importing it
         return jnp.flip(image, axis=-2 if self.AXIS == 1 else -3)
 
     def transform(self, image: Any, key: Any) -> Any:
@@ -346,8 +337,7 @@ class VerticalFlip(_Flip):
 
 
 def _cos_sin(degrees: Any) -> tuple[Any, Any]:
-    """``cos`` and ``sin`` of ``degrees``, exactly 0 and ±1 at multiples of 90° (quarter
-    turns are exact; the remainder in [-45°, 45°] is computed in float32)."""
+    """``cos`` and ``sin`` of ``degrees``, exact at multiples of 90°."""
     degrees = jnp.asarray(degrees, jnp.float32)
     quarters = jnp.round(degrees / 90.0)
     rest = (degrees - 90.0 * quarters) * (math.pi / 180.0)
@@ -358,11 +348,10 @@ def _cos_sin(degrees: Any) -> tuple[Any, Any]:
     return cos, sin
 
 
-@jax.jit  # one compile for an eager call (op by op it was dozens)
+@jax.jit  # one compile when eager
 def rotate(image: Any, degrees: Any, fill: float = 0.0) -> Any:
-    """``image`` (H, W, C) rotated counter-clockwise by ``degrees`` about its centre (float32),
-    read bilinearly by :func:`sample_at`. Multiples of 90° move pixels exactly (``np.rot90``
-    when height and width have the same parity), the uncovered part ``fill``.
+    """``image`` (H, W, C) rotated counter-clockwise by ``degrees`` about its centre (float32,
+    :func:`sample_at`); multiples of 90° move pixels exactly; uncovered pixels are ``fill``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -379,14 +368,11 @@ def rotate(image: Any, degrees: Any, fill: float = 0.0) -> Any:
     return sample_at(image, sy, sx, fill)
 
 
-@jax.jit  # one compile for an eager call (op by op it was dozens)
+@jax.jit  # one compile when eager
 def sample_at(image: Any, sy: Any, sx: Any, fill: float = 0.0) -> Any:
     """``image`` (H, W, C) read bilinearly at source coordinates ``(sy, sx)`` (float32).
 
-    A tap outside the image reads ``fill`` (the edge blends into it, as in torchvision); a
-    coordinate on an integer reads that pixel alone. Coordinates are used as given (none is
-    rounded towards a pixel centre), so float32 rounding is the only difference from a
-    float64 bilinear read.
+    A tap outside the image reads ``fill`` (the edge blends into it, as in torchvision).
 
     Example:
         >>> import jax.numpy as jnp
@@ -415,8 +401,7 @@ def sample_at(image: Any, sy: Any, sx: Any, fill: float = 0.0) -> Any:
 
 
 class Rotate(ImageOperator):
-    """Rotate by ``degrees`` (counter-clockwise; number or range) about the centre
-    (:func:`rotate`; pixels from outside take ``fill``; height and width are kept).
+    """Rotate by ``degrees`` (counter-clockwise; number or range) about the centre (:func:`rotate`).
 
     Example:
         >>> import jax.numpy as jnp

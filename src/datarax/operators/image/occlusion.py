@@ -36,7 +36,7 @@ class GaussianNoise(ImageOperator):
                     rngs=rngs, name=name)
 
     def transform(self, image: Any, key: Any) -> Any:
-        std = sample(key, self.param("std"))  # the key's first word; the noise, its draw
+        std = sample(key, self.param("std"))
         noise = std * jax.random.normal(key, image.shape, jnp.float32)
         return from_unit(to_unit(image) + noise, image.dtype)
 
@@ -64,9 +64,7 @@ class SaltPepperNoise(ImageOperator):
 class Cutout(ImageOperator):
     """Fill a ``size`` box with ``fill``, at ``offset``: ``"random"`` (per record) or ``(y, x)``.
 
-    A random box's centre is uniform over the image; the box is clipped at the edges
-    (random erasing / cutout). A fixed box past an edge is clipped too; one that misses
-    the images entirely is refused at the first batch.
+    A random box's centre is uniform over the image; boxes are clipped at the edges.
     """
 
     def __init__(self, size: int | tuple[int, int], *, offset: Any = "random", fill: float = 0.0,

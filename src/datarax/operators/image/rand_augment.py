@@ -94,10 +94,8 @@ OPERATION_NAMES = tuple(name for name, _ in operations(0.0))
 class RandAugment(ImageOperator):
     """Apply ``num_ops`` operations, each drawn uniformly per record, at ``magnitude``.
 
-    ``magnitude`` is in [0, 30]: a number, or a ``(low, high)`` range drawn per record.
-    On images without 3 channels the saturation operation leaves them unchanged. The
-    operations work on values in [0, 1], so ``fill`` is in [0, 1] for uint8 images too
-    (one outside it is refused).
+    ``magnitude`` is in [0, 30] (number or range). The operations work on values in
+    [0, 1], so ``fill`` is in [0, 1] for uint8 images too.
     """
 
     unit_values = True
@@ -105,7 +103,7 @@ class RandAugment(ImageOperator):
     def __init__(self, num_ops: int = 2, magnitude: Range = 9.0, *, fill: float = 0.0,
                  field: str = "image", stream_name: str | None = None,
                  rngs: nnx.Rngs | None = None, name: str | None = None) -> None:
-        num_ops = check_count(num_ops, "RandAugment: num_ops", 0)  # NumPy ints too
+        num_ops = check_count(num_ops, "RandAugment: num_ops", 0)
         mag = check_range("RandAugment", "magnitude", magnitude, low=0.0, high=30.0)
         fill = check_fill("RandAugment", fill)
         if not 0.0 <= fill <= 1.0:
