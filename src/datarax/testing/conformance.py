@@ -1,11 +1,7 @@
 """The source conformance checks: one table of sources, every row through every check.
 
-A source joins the table by describing how to build a pipeline over a small dataset
-(a :class:`SourceRow`); each check is a function of a row that raises
-``AssertionError`` naming what broke: exact resume at every batch boundary from every
-kind of state (:mod:`datarax.testing.resume_checks`), small ``nnx.state``, epochs that
-serve every record once, disjoint equal shards, batches matching ``element_spec()``,
-and no thread left after closing.
+A :class:`SourceRow` builds a pipeline over a small dataset; each check raises
+``AssertionError`` naming what broke.
 
 Example:
     >>> import numpy as np
