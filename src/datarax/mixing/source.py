@@ -219,12 +219,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     def locate(self, record: int, epoch: int | None = None) -> tuple[str, int]:
         """``(source name, draw of that source)`` of record ``record`` of epoch ``epoch``
-        (default: the current one) in this shard.
-
-        Raises:
-            IndexError: ``record`` is not a record of the epoch (``0 <= record <``
-                the records this shard serves per epoch), or ``epoch`` is negative.
-        """
+        (default: the current one) in this shard; ``IndexError`` for one out of range."""
         size = self.epoch_size()
         if (
             isinstance(record, bool)
