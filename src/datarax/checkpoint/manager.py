@@ -84,7 +84,7 @@ def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> 
 def _check_arguments(
     call: str, step: Any, data: Any, items: dict[str, Any], args_kind: str
 ) -> int | None:
-    """Refuse arguments Orbax would fail on later or vaguely; returns ``step`` as an int (or None)."""
+    """Refuse arguments Orbax would fail on late or vaguely; ``step`` as an int (or None)."""
     form = f"datarax.checkpoint.{call}(manager, step, pipeline, **items)"
     if not (callable(getattr(data, "get_state", None)) and callable(getattr(data, "set_state", None))):
         raise ConfigError(

@@ -37,7 +37,7 @@ _PHASE_SCALE = 1 << 20  # phases are integers in [0, _PHASE_SCALE): exact compar
 
 
 def integer_weights(weights: Sequence[float], names: Sequence[str]) -> np.ndarray:
-    """``W_i`` with ``W_i / sum(W)`` the normalised weights (or within 1/65536); else ``ConfigError``."""
+    """``W_i`` with ``W_i / sum(W)`` the normalised weights (or within 1/65536)."""
     for name, w in zip(names, weights):
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
             raise ConfigError(f"MixSource weight of '{name}' must be a number, got {w!r}.")

@@ -112,10 +112,9 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     Raises:
         ConfigError: bad weights, mode, names or counts.
-        SpecMismatchError: two sources disagree on a field (the message names the field
-            and both sources).
-        SourceContractError: a source that cannot be mixed (a stream in sampling mode,
-            a source that skips bad records in sampling mode, one source given twice).
+        SpecMismatchError: two sources disagree on a field.
+        SourceContractError: a source that cannot be mixed (in sampling mode a stream or
+            a source that skips bad records; one source given twice).
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.HOST

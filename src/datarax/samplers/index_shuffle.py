@@ -166,7 +166,7 @@ def uses_small_table(max_index: int) -> bool:
     return 0 < max_index and SMALL_DOMAIN > _TABLE_RATIO * (max_index + 1)
 
 
-# 128 (at most 16 MiB): mixtures and concatenations of many small sources read one per child and epoch
+# 128 (<= 16 MiB): a mixture or concatenation of small sources reads one per child and epoch
 @functools.lru_cache(maxsize=128)
 def small_permutation(length: int, seed: int) -> np.ndarray:
     """The whole permutation of ``[0, length)`` for small ``length`` (cached, read-only)."""

@@ -109,9 +109,7 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
 
 # --------------------------------------------------------------------- spec
 def check_spec(row: SourceRow) -> None:
-    """Every batch of an epoch has exactly the fields, per-record shapes and dtypes of
-    ``source.element_spec()`` (:func:`~datarax.core.spec.validate_batch`), every value of
-    a text field a ``str``."""
+    """Every batch of an epoch matches ``source.element_spec()``, text fields holding ``str``."""
     with row.built() as pipeline:
         spec = pipeline.source.element_spec()
         step = -1
@@ -148,8 +146,7 @@ def _new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
 
 
 def _settle(before: set[threading.Thread], timeout: float = 60.0) -> None:
-    # returns as soon as they ended; a loaded machine may keep an ending thread waiting
-    # for a core for seconds
+    # a long timeout: a loaded machine may keep an ending thread waiting for seconds
     deadline = time.monotonic() + timeout
     while _new_threads(before) and time.monotonic() < deadline:
         time.sleep(0.01)
