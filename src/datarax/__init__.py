@@ -1,14 +1,7 @@
 """datarax: data pipelines for JAX, built on Flax NNX.
 
-The names a program starts with are here (``from datarax import Pipeline``); the rest
-live in the subpackages (:mod:`datarax.sources`, :mod:`datarax.operators`,
-:mod:`datarax.pipeline`, :mod:`datarax.checkpoint` for Orbax, ...), where these names
-are too. Each is imported on first use, so ``import datarax`` imports no part of the
-library the program does not use, and changes nothing global: no JAX option or
-thread priority. Running a pipeline keeps its compiled steps in datarax's own store
-(:mod:`datarax.core.compiled_store`; ``DATARAX_COMPILE_CACHE=0`` turns it off);
-:func:`enable_compilation_cache` turns JAX's persistent compilation cache on when you
-ask for it.
+The names a program starts with; the rest live in the subpackages. Each is imported on
+first use, and ``import datarax`` changes nothing global (no JAX option, no thread priority).
 
 Example:
     >>> import numpy as np
@@ -48,7 +41,6 @@ __all__ = [
     "from_tfds",
 ]
 
-# Each exported name and the module that defines it (imported on first access).
 _HOMES = {
     "ArrayRecordSourceConfig": "datarax.sources.array_record",
     "ArrayRecordSourceModule": "datarax.sources.array_record",

@@ -1,9 +1,6 @@
 """Apache Beam for datasets bigger than one machine (``pip install "datarax[beam]"``).
 
-:class:`WriteDataset` writes a PCollection of records (dicts) as a self-describing
-ArrayRecord dataset; :func:`convert_rows` runs a whole conversion on a Beam runner
-(``datarax convert SRC DST --runner beam -- <beam options>``). See
-:mod:`datarax.dataset.beam`.
+See :mod:`datarax.dataset.beam`.
 
 Example:
     >>> import os, tempfile

@@ -1,10 +1,5 @@
-"""Error types raised by datarax, documented as :mod:`datarax.core.errors` (which names
-them), and :func:`error_chain`; this module imports no other part of datarax, so a
-process that needs only them loads no JAX.
-
-Every error says what was wrong, where (file, record index, field or setting) and what
-to do about it. All derive from :class:`DataraxError`, itself a ``ValueError`` so code
-that already catches ``ValueError`` keeps working.
+"""Error types raised by datarax (documented as :mod:`datarax.core.errors`) and
+:func:`error_chain`. Imports no other part of datarax, so it loads no JAX.
 """
 
 from __future__ import annotations
@@ -21,10 +16,7 @@ class ConfigError(DataraxError):
 
 
 class SpecMismatchError(DataraxError):
-    """A batch does not match the ``element_spec()`` its source declares.
-
-    ``fields`` lists the names of the fields that disagree.
-    """
+    """A batch does not match its source's ``element_spec()``; ``fields`` names them."""
 
     def __init__(self, message: str, fields: list[str] | None = None) -> None:
         super().__init__(message)
@@ -32,10 +24,7 @@ class SpecMismatchError(DataraxError):
 
 
 class StateError(DataraxError):
-    """A state dict cannot be restored here: from another configuration, or tampered.
-
-    ``field`` names the setting or key that differs.
-    """
+    """A state dict cannot be restored here; ``field`` names the setting or key that differs."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
@@ -52,10 +41,7 @@ class SourceContractError(DataraxError, TypeError):
 
 
 class RecordError(DataraxError):
-    """A record could not be read or decoded.
-
-    ``path`` and ``index`` say where (file and record index within the file).
-    """
+    """A record could not be read or decoded; ``path`` and ``index`` say where."""
 
     def __init__(
         self, message: str, *, path: str | None = None, index: int | None = None
@@ -66,12 +52,8 @@ class RecordError(DataraxError):
 
 
 class SourceChangedError(DataraxError):
-    """A file a source reads was written over while the source was open (a memory-mapped
-    file cut short in place). It stops the read under every ``on_error`` policy: the
-    records are not bad, the file is not the one the source opened.
-
-    ``path`` names the file.
-    """
+    """A file (``path``) was written over while the source had it open; it stops the read
+    under every ``on_error`` policy (the file is not the one opened, not a bad record)."""
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
@@ -79,16 +61,11 @@ class SourceChangedError(DataraxError):
 
 
 class MissingExtraError(DataraxError, ImportError):
-    """An optional package a feature needs is not installed.
-
-    The message names the package and the ``pip install "datarax[extra]"`` command that
-    adds it (see :func:`datarax.core.extras.require`). It is also an ``ImportError``, so
-    code guarding an optional import keeps working.
-    """
+    """An optional package a feature needs is not installed (the message names the
+    ``pip install`` command); also an ``ImportError``."""
 
 
-# Their documented home (tracebacks, docs and pickles name it); defined here so that a
-# process that needs only them (a dataset writer's worker) does not import JAX or Flax.
+# their documented home (tracebacks, docs and pickles name it)
 for _error in (DataraxError, ConfigError, SpecMismatchError, StateError, StaleIteratorError,
                SourceContractError, RecordError, SourceChangedError, MissingExtraError):
     _error.__module__ = "datarax.core.errors"

@@ -1,8 +1,7 @@
 """A package's curated names, each imported from its home module on first use.
 
-One mechanism for every curated ``__init__`` (PEP 562): the package lists ``__all__``
-and where each name lives; ``import package`` then imports none of those modules, and
-``from package import Name`` imports only ``Name``'s.
+One mechanism (PEP 562) for every curated ``__init__``: ``from package import Name``
+imports only ``Name``'s module.
 
 Example:
     >>> namespace = {"__name__": "demo", "__all__": ["sqrt"]}
@@ -21,9 +20,8 @@ from typing import Any
 def lazy_exports(
     namespace: dict[str, Any], homes: Mapping[str, str], modules: Sequence[str] = ()
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for the package whose ``globals()`` is ``namespace``:
-    ``homes`` maps each exported name to its module, ``modules`` names subpackages; a name
-    is looked up once, then kept in ``namespace``."""
+    """``(__getattr__, __dir__)`` for the package whose ``globals()`` is ``namespace``;
+    ``homes``: exported name -> module, ``modules``: subpackages."""
     package = namespace["__name__"]
 
     def __getattr__(name: str) -> Any:
@@ -37,8 +35,7 @@ def lazy_exports(
         return value
 
     def __dir__() -> list[str]:
-        # the package's names and its submodules, not the helpers its __init__ imports
-        # (TYPE_CHECKING, annotations, lazy_exports)
+        # not the helpers its __init__ imports (TYPE_CHECKING, lazy_exports)
         own = {name for name, value in namespace.items() if name.startswith("__") or (
             getattr(value, "__name__", None) == f"{package}.{name}")}
         return sorted(own | set(namespace.get("__all__", ())) | set(modules))

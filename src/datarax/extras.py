@@ -1,9 +1,5 @@
 """Optional dependencies: import one, or fail naming the ``pip install`` command.
 
-Integrations live in pyproject extras and are imported where they are used, through
-:func:`require`; a missing one raises :class:`~datarax.core.errors.MissingExtraError`
-naming the package and the extra that installs it.
-
 Example:
     >>> require("json", extra="hf", user="HFEagerSource").__name__
     'json'
@@ -50,7 +46,7 @@ def missing_extra(package: str, *, extra: str, user: str, via: str | None = None
 
 def require(module: str, *, extra: str, user: str) -> ModuleType:
     """``import module`` for ``user``, or raise :class:`MissingExtraError` naming the
-    missing package (``module``, or one it imports) and ``pip install "datarax[extra]"``."""
+    missing package and ``pip install "datarax[extra]"``."""
     try:
         return importlib.import_module(module)
     except ImportError as err:

@@ -1,10 +1,7 @@
 """``StatsLogger``: write ``pipeline.stats()`` every k batches to JSON lines or TensorBoard.
 
-The logger counts the batches your loop consumes (:meth:`StatsLogger.step` once per
-batch, or :meth:`StatsLogger.track` around the loop) and every ``every`` batches writes
-``{"step", "time", "records_per_s", **pipeline.stats()}``: a JSON line (``jsonl_path``)
-and/or every number as a TensorBoard scalar under ``prefix/...`` (``tensorboard_dir``;
-tensorboardX, the ``metrics`` extra). It only reads the pipeline's public ``stats()``.
+Every ``every`` batches it writes ``{"step", "time", "records_per_s", **pipeline.stats()}``
+as a JSON line and/or TensorBoard scalars under ``prefix/...`` (the ``metrics`` extra).
 
 Example:
     >>> import json, os, tempfile
@@ -50,10 +47,8 @@ def flatten_numbers(tree: dict[str, Any], prefix: str) -> dict[str, float]:
 class StatsLogger:
     """Snapshots of ``pipeline.stats()`` every ``every`` batches.
 
-    ``pipeline``: anything with a ``stats()`` dict; at least one of ``jsonl_path`` (appended;
-    its folders made if missing) and ``tensorboard_dir`` is needed. :meth:`close` (or
-    ``with``) flushes the files; a logger dropped without it closes them (and the
-    TensorBoard writer's thread) when collected.
+    ``pipeline``: anything with a ``stats()`` dict; give ``jsonl_path`` (appended) and/or
+    ``tensorboard_dir``. Count batches with :meth:`step` or :meth:`track`.
     """
 
     def __init__(
@@ -116,8 +111,7 @@ class StatsLogger:
         return None
 
     def track(self, batches: Iterable[T]) -> Iterator[T]:
-        """Yield from ``batches`` (e.g. a pipeline), counting each one with :meth:`step`
-        once the loop is done with it (the batch a loop ``break``-s on included)."""
+        """Yield from ``batches``, counting each with :meth:`step` (a ``break``-s batch too)."""
         for batch in batches:
             try:
                 yield batch
@@ -170,7 +164,6 @@ class StatsLogger:
             self._writer = None
 
     def __del__(self) -> None:
-        # A logger dropped without close() ends the TensorBoard writer's thread too.
         try:
             self.close()
         except Exception:  # noqa: BLE001 - best effort during garbage collection

@@ -1,10 +1,7 @@
 """Orbax integration: the data pipeline's state saved and restored with the model's.
 
-Needs ``orbax-checkpoint`` (``pip install "datarax[checkpoint]"``; without it, importing
-this package raises :class:`~datarax.core.errors.MissingExtraError` saying so).
-:func:`checkpoint_manager` builds Orbax's ``CheckpointManager`` with a relative folder
-made absolute (Orbax saves arrays only into an absolute one). See
-``examples/checkpoint/orbax_manager.py`` for a complete training loop.
+Needs ``pip install "datarax[checkpoint]"``. See ``examples/checkpoint/orbax_manager.py``
+for a complete training loop.
 """
 
 from datarax.checkpoint.manager import (

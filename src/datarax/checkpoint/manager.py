@@ -1,14 +1,9 @@
 """Pipeline state in Orbax checkpoints, next to the model state.
 
-The data state (``get_state()`` of a pipeline, iterator or source, a small JSON dict)
-is one more item of an Orbax ``ocp.args.Composite`` (``JsonSave`` / ``JsonRestore``), so
-model and data are saved and restored together, at the same step.
-
-Under several processes (``jax.distributed``) Orbax writes a JSON item from the
-primary process only, so the item holds every process's state,
-``{"process_states": [state of process 0, ...]}`` (gathered when the step is saved),
-and each process restores its own; on another process count, process 0's (the rest of
-its epoch re-split over the new count: :mod:`datarax.pipeline.state`).
+The data state (``get_state()``, a small JSON dict) is one more JSON item of an Orbax
+``Composite``. Orbax writes JSON from the primary process only, so under several
+processes the item holds ``{"process_states": [...]}`` and each process restores its own
+(on another process count, process 0's: :mod:`datarax.pipeline.state`).
 
 Example:
     >>> import tempfile, numpy as np, orbax.checkpoint as ocp
@@ -43,7 +38,6 @@ from datarax.core.extras import require
 from datarax.sharding.agreement import every_process
 from datarax.storage.urls import expand_user, is_remote
 
-# Orbax is the `checkpoint` extra: a missing install says which pip command adds it.
 ocp = require("orbax.checkpoint", extra="checkpoint", user="datarax.checkpoint")
 
 DATA_ITEM = "data"
@@ -62,8 +56,7 @@ def checkpoint_manager(
     directory: str | os.PathLike[str], /, **options: Any
 ) -> ocp.CheckpointManager:
     """``ocp.CheckpointManager(directory, **options)`` with a local ``directory`` made
-    absolute now (Orbax saves arrays only into an absolute one; ``~`` is the home
-    folder; a URL such as ``gs://`` is kept).
+    absolute (Orbax saves arrays only into an absolute one); a URL is kept.
 
     >>> import os
     >>> options = ocp.CheckpointManagerOptions(create=False)
@@ -76,8 +69,8 @@ def checkpoint_manager(
 
 
 def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> None:
-    """Refuse a relative folder for items beside the data: Orbax writes arrays only into
-    an absolute one, and fails in a background thread, leaving an unfinished step."""
+    """Refuse a relative folder for items beside the data (Orbax fails in a background
+    thread, leaving an unfinished step)."""
     folder = os.fspath(checkpoints.directory)
     if items and not os.path.isabs(folder) and not is_remote(folder):
         raise ConfigError(
@@ -91,9 +84,7 @@ def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> 
 def _check_arguments(
     call: str, step: Any, data: Any, items: dict[str, Any], args_kind: str
 ) -> int | None:
-    """Refuse, before Orbax starts a step, arguments it would fail on in a background
-    thread or with a message that names no item: returns ``step`` as an int (or None).
-    ``call`` is the function's name, ``args_kind`` the Orbax args an item takes."""
+    """Refuse arguments Orbax would fail on late or vaguely; ``step`` as an int (or None)."""
     form = f"datarax.checkpoint.{call}(manager, step, pipeline, **items)"
     if not (callable(getattr(data, "get_state", None)) and callable(getattr(data, "set_state", None))):
         raise ConfigError(
@@ -121,10 +112,8 @@ def _check_arguments(
 
 
 def data_save_args(data: Stateful) -> ocp.args.JsonSave:
-    """``ocp.args.JsonSave`` of ``data.get_state()``, for a ``Composite`` item.
-
-    Under several processes every process must call it at the same step: the item
-    gathers every process's state (``{"process_states": [...]}``)."""
+    """``ocp.args.JsonSave`` of ``data.get_state()``, for a ``Composite`` item (under
+    several processes, every process calls it at the same step)."""
     state = data.get_state()
     if jax.process_count() > 1:
         state = {PROCESS_STATES: every_process(state)}
@@ -137,8 +126,7 @@ def data_restore_args() -> ocp.args.JsonRestore:
 
 
 def restore_data(data: Stateful, state: Any) -> None:
-    """``data.set_state(state)`` for a state read back from a checkpoint (of several
-    processes: this process's own, or on another process count process 0's)."""
+    """``data.set_state(state)`` for a state read back from a checkpoint (this process's own)."""
     if not isinstance(state, dict):
         raise StateError(
             f"the checkpoint's '{DATA_ITEM}' item holds {type(state).__name__}, not the "
@@ -171,11 +159,9 @@ def save(
     """Save ``data``'s state as item ``"data"`` plus ``items`` (Orbax ``CheckpointArgs``).
 
     ``items`` are e.g. ``model=ocp.args.StandardSave(nnx.state(model))``; with items,
-    the manager's folder must be absolute (:func:`checkpoint_manager`). Returns what
-    ``checkpoints.save`` returns (whether a checkpoint was written at this step). The
-    save may be asynchronous; call ``checkpoints.wait_until_finished()`` before exiting.
-    Under several processes every process calls it at the same step, as Orbax asks:
-    the data item holds every process's state.
+    the manager's folder must be absolute (:func:`checkpoint_manager`). Returns whether
+    a checkpoint was written at this step. The save may be asynchronous: call
+    ``checkpoints.wait_until_finished()`` before exiting. Every process calls it.
     """
     if DATA_ITEM in items:
         raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
@@ -196,11 +182,9 @@ def restore(
 ) -> Any:
     """Restore step ``step`` (None: the latest): ``data``'s state plus ``items``.
 
-    ``items`` are e.g. ``model=ocp.args.StandardRestore(abstract_state)``. The data
-    state is restored into ``data`` (``set_state``); the returned Orbax ``Composite``
-    holds every item by name (``restored.model``, ``restored.data``). A step not kept
-    raises ``FileNotFoundError`` naming the steps kept; a step saved by Orbax alone (no
-    data item), a ``StateError`` saying so.
+    ``items`` are e.g. ``model=ocp.args.StandardRestore(abstract_state)``. Returns the
+    Orbax ``Composite`` (``restored.model``, ``restored.data``). A step not kept raises
+    ``FileNotFoundError``; a step without a data item, ``StateError``.
     """
     if DATA_ITEM in items:
         raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
@@ -230,8 +214,7 @@ def restore(
 
 
 def _explain_missing_data(checkpoints: ocp.CheckpointManager, step: int, error: Exception) -> None:
-    """Raise a StateError, quoting Orbax's ``error``, when the restore failed because the
-    step holds no data item (saved by Orbax alone); else return, leaving ``error`` as is."""
+    """Raise a StateError quoting ``error`` when the step holds no data item; else return."""
     try:
         saved = checkpoints.item_metadata(step)
     except Exception:  # noqa: BLE001 - unreadable metadata: Orbax's own error says more

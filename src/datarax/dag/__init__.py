@@ -1,9 +1,6 @@
-"""Graphs of operators: :class:`DagOperator` (``Pipeline.from_dag`` builds one), the
-nodes that split fields into branches and merge them back, and :class:`CachedPrefix` (a
-deterministic prefix kept in host memory).
+"""Graphs of operators: :class:`DagOperator`, branch and merge nodes, :class:`CachedPrefix`.
 
-``Rebatch`` (a pipeline's batches grouped or split) is a transformation of a pipeline's
-pass and lives beside ``take`` / ``repeat``: ``from datarax.pipeline import Rebatch``.
+``Rebatch`` lives in :mod:`datarax.pipeline`.
 """
 
 from typing import Any

@@ -1,10 +1,8 @@
-"""``CachedPrefix``: a host source whose records are another source's records after a
-deterministic stage prefix, computed once and kept in host memory by stable index.
+"""``CachedPrefix``: another source's records after a deterministic stage prefix, kept
+in host memory by stable index.
 
-Invariant: a record's prefix output depends only on its stable index (the stages are
-deterministic), so the cache or a recomputation give the same values: order, position and
-state are an ordinary :class:`~datarax.sources.random_access.RandomAccessSource`'s, and
-resume is exact whether the cache is full, partly filled or empty.
+A record's prefix output depends only on its stable index, so resume is exact whether the
+cache is full, partly filled or empty.
 """
 
 from __future__ import annotations
@@ -61,7 +59,7 @@ class _RecordCache:
         self.lock = threading.Lock()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _RecordCache:
-        """A copy of a source holds the records cached so far (shared: never written)."""
+        """A copy holds the records cached so far (shared: never written)."""
         twin = _RecordCache(self.max_bytes)
         with self.lock:
             twin.records, twin.bytes, twin.full = dict(self.records), self.bytes, self.full
@@ -71,16 +69,14 @@ class _RecordCache:
 class CachedPrefix(RandomAccessSource):
     """``source``'s records through deterministic ``stages``, cached in host memory.
 
-    The first epoch runs the stages on each record read; the outputs are kept by stable
-    index and later epochs read them from memory. Put the expensive deterministic stages
-    here and the random ones in the Pipeline.
+    Put the expensive deterministic stages here and the random ones in the Pipeline.
 
     Args:
         source: a :class:`~datarax.sources.random_access.RandomAccessSource` (its length,
             order, seed and bad-record policy are used).
         stages: deterministic operators or callables ``batch -> batch``.
-        max_bytes: host memory the cache may hold; past it the rest are computed again
-            each epoch (not an error; ``cache_info()["full"]``).
+        max_bytes: host memory the cache may hold; past it the rest are recomputed each
+            epoch (``cache_info()["full"]``).
 
     Example:
         >>> import numpy as np

@@ -1,9 +1,7 @@
 """``plan_graph``: check a graph of named nodes and put it in the order it runs.
 
-``edges[name]`` lists the predecessors of node ``name`` (``"source"``: the source's batch).
-Refused, naming the nodes: a node without an ``edges`` entry, an edge to an unknown node,
-a cycle, a sink that is not a node, a node whose output never reaches the sink. Nodes run
-in topological order, ties in the order given.
+``edges[name]`` lists node ``name``'s predecessors (``"source"``: the source's batch).
+Nodes run in topological order, ties in the order given.
 
 Example:
     >>> plan_graph(["b", "a", "m"], {"a": ["source"], "b": ["source"], "m": ["a", "b"]}, "m")

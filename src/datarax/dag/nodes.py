@@ -1,9 +1,7 @@
 """Nodes that split a batch's fields into branches and merge branches back.
 
-:class:`SelectFields` keeps (and renames) the named fields of its input; :class:`Merge`
-joins several inputs, field ``f`` of node ``n`` named ``naming.format(node=n, field=f)``
-(default ``"{node}_{field}"``), a name given twice refused. An operator node with several
-predecessors gets their fields joined as by ``Merge(naming="{field}")``.
+An operator node with several predecessors gets their fields joined as by
+``Merge(naming="{field}")``.
 
 Example:
     >>> import numpy as np

@@ -1,12 +1,8 @@
 """``DagOperator``: a graph of operators run as one pipeline stage.
 
-Each node runs in topological order (:func:`~datarax.dag.graph.plan_graph`) on its
-predecessor's output (several: their fields joined, or ``{node: batch}`` for a
-:class:`~datarax.dag.nodes.Merge`); the sink's output is the stage's.
-
-Invariant: node ``i`` (its place in ``nodes``) gets ``fold_in(record_key, i)``, so two
-nodes applying the same augmentation draw different views, and every draw is the same at
-any batch size or resume point. Nodes therefore take no ``rngs`` of their own.
+Node ``i`` (its place in ``nodes``) draws from ``fold_in(record_key, i)``: two nodes
+applying the same augmentation draw different views, the same at any batch size or resume
+point. Nodes therefore take no ``rngs`` of their own.
 
 Example:
     >>> import jax.numpy as jnp
@@ -70,9 +66,8 @@ class DagOperator(OperatorModule):
         sink: the node whose output the stage returns.
 
     Raises:
-        ConfigError: a cycle, an unknown node, a missing sink, a node that never
-            reaches the sink, a filter node, or a node with its own ``rngs`` or RNG
-            streams (named).
+        ConfigError: a bad graph (:func:`~datarax.dag.graph.plan_graph`), a filter node,
+            or a node with its own ``rngs``.
     """
 
     def __init__(

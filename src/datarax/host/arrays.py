@@ -1,11 +1,7 @@
 """Batch arrays datarax allocates itself: 64-byte aligned, filled once, then sealed.
 
-A reader's decoded batch is made by :func:`fresh_aligned`, filled once and
-:func:`seal` ed (read-only, with the memory under it): no caller holds it, so
-:func:`datarax.core.owned.owned_device_put` hands it to JAX as it is, one copy fewer
-per batch (JAX's CPU client shares host buffers whose address is a multiple of
-:data:`CPU_SHARED_ALIGNMENT`). Imports neither JAX nor Flax (a decode worker stacks its
-chunks with these).
+A sealed array has no other holder, so :func:`datarax.core.owned.owned_device_put`
+hands it to JAX without a copy. Imports neither JAX nor Flax (decode workers use it).
 
 Example:
     >>> import numpy as np
@@ -34,12 +30,7 @@ _OWN_BUFFERS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDi
 
 
 def fresh_aligned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """A new 64-byte aligned array for datarax to fill once and then :func:`seal`.
-
-    A sealed array (or a view of one) is datarax's own and is never written again, so
-    :func:`~datarax.core.owned.owned_device_put` hands it to JAX as it is, without a
-    private copy (a reader's decoded batch: one copy fewer per batch).
-    """
+    """A new 64-byte aligned array for datarax to fill once and then :func:`seal`."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(nbytes + CPU_SHARED_ALIGNMENT, np.uint8)
@@ -49,16 +40,15 @@ def fresh_aligned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 
 
 def aligned_copy(array: np.ndarray) -> np.ndarray:
-    """A C-contiguous copy of ``array`` in a fresh :func:`fresh_aligned` buffer (for JAX
-    to share), not yet sealed."""
+    """A C-contiguous, not yet sealed copy of ``array`` in a :func:`fresh_aligned` buffer."""
     out = fresh_aligned(array.shape, array.dtype)
     np.copyto(out, array)
     return out
 
 
 def seal(array: np.ndarray) -> np.ndarray:
-    """Make ``array`` (filled, from :func:`fresh_aligned`) and its memory read-only;
-    returns it. Raises ``ValueError`` for an array :func:`fresh_aligned` did not make."""
+    """Make ``array`` and its memory read-only and return it; ``ValueError`` if
+    :func:`fresh_aligned` did not make it."""
     owner = own_buffer(array)
     if owner is None:
         raise ValueError("seal: the array's memory was not allocated by fresh_aligned.")

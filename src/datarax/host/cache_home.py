@@ -1,9 +1,4 @@
-"""Where the user's caches go, as the XDG Base Directory specification says.
-
-datarax's shard cache (:func:`datarax.storage.default_cache_dir`) and its store of
-compiled steps (:func:`datarax.core.compiled_store.cache_dir`) both lie under
-:func:`cache_home`, so one rule says where.
-"""
+"""Where the user's caches go (XDG Base Directory spec): shard cache and compiled steps."""
 
 from __future__ import annotations
 
@@ -11,9 +6,7 @@ import os
 
 
 def cache_home() -> str:
-    """``$XDG_CACHE_HOME``, else ``~/.cache``. A relative ``XDG_CACHE_HOME`` is ignored,
-    as the XDG specification says: it would name another folder in every working
-    directory.
+    """``$XDG_CACHE_HOME``, else ``~/.cache`` (a relative one is ignored, as XDG says).
 
     Example:
         >>> os.path.isabs(cache_home())

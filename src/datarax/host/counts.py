@@ -1,6 +1,4 @@
-"""Counts given as arguments (threads, sizes, limits): a Python int at least a minimum,
-a NumPy integer taken as the same int. Imports no JAX, so the storage layer and decode
-workers check their arguments as :mod:`datarax.core.config` (which names it) does.
+"""Counts given as arguments (threads, sizes, limits), checked without importing JAX.
 
 Example:
     >>> import numpy as np
@@ -20,8 +18,8 @@ __all__ = ["check_count", "python_ints"]
 
 
 def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
-    """``value`` as a Python int >= ``minimum`` (a NumPy integer as the same int), for an
-    argument that is not a config field; else :class:`ConfigError` naming ``what``.
+    """``value`` as a Python int >= ``minimum`` (a NumPy integer as the same int); else
+    :class:`ConfigError` naming ``what``.
 
     >>> check_count(np.int64(4), "num_threads", 1)
     4
@@ -33,9 +31,7 @@ def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
 
 
 def python_ints(value: Any) -> Any:
-    """``value`` with every NumPy integer in it (itself, or inside dicts, lists and tuples:
-    a size computed with NumPy, a checkpoint kept in NumPy) the same Python int; anything
-    else unchanged.
+    """``value`` with every NumPy integer in it (also inside dicts, lists, tuples) a Python int.
 
     >>> python_ints((np.int64(2), {"at": [np.int32(3)]}, 1.5))
     (2, {'at': [3]}, 1.5)

@@ -3,30 +3,13 @@
 **Text** (kept on the host): ``str``/``bytes``, a numpy array of kind ``U``/``S``/``O``/``T``,
 or a non-empty sequence whose first item is a ``str``/``bytes``.
 
-**64-bit values seen by a source** (memory, eager HF/TFDS, decoded records), while
-``jax_enable_x64`` is off — JAX would otherwise narrow them silently:
+**64-bit values** while ``jax_enable_x64`` is off (JAX would narrow them silently):
+``int64``/``uint64`` become ``int32`` when every value fits, else a ``NarrowingError``
+names field, record and value; ``float64``/``complex128`` is a ``ConfigError`` unless
+``cast_float64=True`` (then a finite value past ``float32``'s range is refused); Python
+numbers take JAX's defaults (``int32``, ``float32``). Big-endian arrays become native.
 
-* ``int64`` / ``uint64`` become ``int32`` when every value fits; a value that does not
-  fit is refused (:class:`~datarax.core.errors.RecordError`) naming the field, the
-  record (when known) and the value.
-* ``float64`` (``complex128``) is refused (:class:`~datarax.core.errors.ConfigError`)
-  unless the user opts in with ``cast_float64=True``, which casts to ``float32``
-  (``complex64``) on purpose; a finite value beyond ``float32``'s range, which the cast
-  would make ``inf``, is refused (:class:`~datarax.core.errors.RecordError`) naming the
-  field, the record and the value.
-* Python numbers (not numpy/JAX arrays) carry no precision of their own: they take
-  JAX's defaults, ``int32`` (range checked) and ``float32``, as ``jnp.asarray`` does.
-* With ``jax_enable_x64`` on, every value keeps its dtype.
-
-**Byte order**: a big-endian array (``'>i4'``, as some ``.npy`` and binary records
-hold) becomes the same values in native order, which JAX takes.
-
-**64-bit fields declared** by a source's ``element_spec()`` are refused while x64 is
-off (:func:`declared_64bit`, :func:`datarax.core.spec.check_spec_x64`).
-
-Imports neither JAX nor Flax (a decode worker checks its records with it; it asks JAX
-about x64 only where JAX is loaded). Its documented home, :mod:`datarax.core.dtypes`,
-names everything here.
+Imports neither JAX nor Flax (decode workers use it). Documented as :mod:`datarax.core.dtypes`.
 
 Example:
     >>> import numpy as np
@@ -61,9 +44,8 @@ _INT32 = np.iinfo(np.int32)
 
 
 class NarrowingError(RecordError):
-    """A record holds a value that the 32-bit type JAX uses while ``jax_enable_x64`` is
-    off cannot hold. The data may well be right: the message names the setting to change
-    (x64 on, or the field dropped), not a fault in the file."""
+    """A record holds a value the 32-bit type JAX uses while ``jax_enable_x64`` is off
+    cannot hold; the message names the setting to change, not a fault in the file."""
 
 
 NarrowingError.__module__ = "datarax.core.dtypes"  # its documented home (tracebacks, docs)
@@ -76,8 +58,7 @@ _NARROW = {
 }
 
 
-#: a decode worker process's answer to :func:`x64_enabled` (its parent's setting, which
-#: :func:`follow_x64` records there): a worker never imports JAX to ask
+#: a decode worker's answer to :func:`x64_enabled`, set by :func:`follow_x64` (no JAX import)
 _WORKER_X64: bool | None = None
 
 
@@ -92,8 +73,7 @@ def x64_enabled() -> bool:
 
 
 def follow_x64(enabled: bool) -> None:
-    """Make :func:`x64_enabled` answer ``enabled`` in this process while it has not
-    imported JAX: a decode worker process follows its parent's setting with it."""
+    """Make :func:`x64_enabled` answer ``enabled`` here until JAX is imported (decode workers)."""
     global _WORKER_X64
     _WORKER_X64 = bool(enabled)
 
@@ -104,8 +84,7 @@ def is_text_dtype(dtype: Any) -> bool:
 
 
 def is_text_scalar(value: Any) -> bool:
-    """True for one string: a ``str`` or ``bytes`` (numpy's ``str_``/``bytes_`` too), not
-    an array or a list of strings.
+    """True for one ``str`` or ``bytes`` (numpy's ``str_``/``bytes_`` too).
 
     Example:
         >>> is_text_scalar("a"), is_text_scalar(np.bytes_(b"a")), is_text_scalar(["a"])
@@ -115,9 +94,7 @@ def is_text_scalar(value: Any) -> bool:
 
 
 def text_kind(value: Any) -> str | None:
-    """Which text ``value`` is: ``"str"`` or ``"bytes"`` for one string or an array
-    (list, tuple) of strings of that one kind, ``""`` for an object array whose items
-    are not all of one kind, None for a value that is not text.
+    """``"str"``/``"bytes"`` for text of that one kind, ``""`` for mixed kinds, None for non-text.
 
     Example:
         >>> mixed = np.array(["a", b"b"], dtype=object)
@@ -156,9 +133,7 @@ def is_text_value(value: Any) -> bool:
 
 
 def is_host_leaf(value: Any) -> bool:
-    """Whether ``value`` is one leaf of a batch kept on the host, never put on a device:
-    text (:func:`is_text_value`) or a list of per-record values. The one answer every
-    batch walk uses (as ``is_leaf=``, and to keep such leaves where they are).
+    """Whether ``value`` is a batch leaf kept on the host: text or a list of per-record values.
 
     Example:
         >>> is_host_leaf(["a", "b"]), is_host_leaf([[1], [2, 3]]), is_host_leaf(np.zeros(2))
@@ -168,9 +143,7 @@ def is_host_leaf(value: Any) -> bool:
 
 
 def text_as_list(value: Any) -> Any:
-    """A numpy text field of a batch as batches carry text: a list, of ``str`` for one
-    string per record, of each record's array of strings otherwise; any other value as
-    it is.
+    """A numpy text field as a list (of ``str``, or of each record's string array); else ``value``.
 
     Example:
         >>> text_as_list(np.array(["a", "b"])), len(text_as_list(np.array([["a", "b"]])))
@@ -187,15 +160,14 @@ def is_64bit(dtype: Any) -> bool:
 
 
 def declared_64bit(dtypes: dict[str, Any]) -> list[str]:
-    """Names of the fields in ``{name: dtype}`` that are 64-bit while x64 is off (else [])."""
+    """Fields of ``{name: dtype}`` that are 64-bit while x64 is off."""
     if x64_enabled():
         return []
     return [name for name, dtype in dtypes.items() if is_64bit(dtype)]
 
 
 Records = Union[int, np.ndarray]
-"""Which records a column's rows are, for messages: the number of row 0 (rows are
-consecutive), or each row's number (a shard's rows of a stream are not)."""
+"""A column's records, for messages: row 0's number (rows consecutive) or each row's."""
 
 
 def record_number(records: Records, row: int) -> int:
@@ -218,11 +190,9 @@ def fit_column(
     first_record: Records | None = 0,
     drop_hint: str = DROP_FIELD,
 ) -> Any:
-    """One field's values, records along axis 0, under the policy of this module.
+    """One field's values (records along axis 0) under this module's policy.
 
-    Text and non-64-bit values come back unchanged (JAX arrays too: they are never
-    64-bit while x64 is off). ``first_record`` names the rows' records
-    (:data:`Records`), used to name the record holding a value that does not fit.
+    ``first_record`` (:data:`Records`) names the record of a value that does not fit.
     """
     jax = sys.modules.get("jax")  # a JAX array: only where JAX is loaded
     if jax is not None and isinstance(value, jax.Array):
@@ -277,8 +247,7 @@ def fit_column(
 
 
 def _record_of(array: np.ndarray, flat: int, first_record: Records | None) -> tuple[int | None, str]:
-    """The record holding flat element ``flat`` of ``array`` and its words for a message
-    (``(None, "")`` where records are not known)."""
+    """The record holding flat element ``flat`` and its words for a message."""
     if first_record is None or not array.ndim:
         return None, ""
     record = record_number(first_record, flat // max(1, int(np.prod(array.shape[1:]))))
@@ -293,11 +262,7 @@ def fit_value(
     where: str | None = None,
     drop_hint: str = DROP_FIELD,
 ) -> Any:
-    """One record's value of ``field`` under the policy of this module.
-
-    For decoders that do not know the record's number: the message names the field and
-    the value, and the caller (e.g. the host reader) adds the record's location, so it
-    is a clause without a closing period.
-    """
+    """One record's value under this module's policy; the message is a clause without
+    its period, the caller (e.g. the host reader) adds the record's location."""
     return fit_column(field, value, where=where, cast_float64=cast_float64,
                       first_record=None, drop_hint=drop_hint)

@@ -1,9 +1,7 @@
 """Per-record field specs without JAX: what a decode worker compares records against.
 
-:func:`host_field_spec` is the one rule :func:`datarax.core.spec.field_spec` follows,
-answered with plain values: a :class:`TextSpec` for text (kept on the host), else an
-:class:`ArraySpec` of shape and numpy dtype (``field_spec`` makes it a
-``jax.ShapeDtypeStruct``). Imports neither JAX nor Flax.
+:func:`host_field_spec` is the rule :func:`datarax.core.spec.field_spec` follows, in plain
+values. Imports neither JAX nor Flax.
 
 Example:
     >>> import numpy as np
@@ -52,8 +50,7 @@ def host_field_spec(value: Any, *, batched: bool = False) -> ArraySpec | TextSpe
 
 
 def describe_field(spec: Any) -> str:
-    """A field's per-record spec (a ``jax.ShapeDtypeStruct``, :class:`ArraySpec` or
-    :class:`TextSpec`) in a few characters.
+    """A field's per-record spec in a few characters.
 
     >>> describe_field(ArraySpec((3,), np.dtype(np.int32))), describe_field(TextSpec(()))
     ('int32(3,)', 'text()')

@@ -1,17 +1,9 @@
 """Threads that work ahead of the consumer, and an opt-in to let them yield the CPU.
 
-By default datarax's threads keep the priority they were started with. On a machine
-short of cores the training loop's thread may wait behind read-ahead work;
-:func:`lower_read_ahead_priority` makes every thread datarax starts to read, decode or
-compute ahead of the loop run a few ``nice`` steps below the process's main thread
-(Linux only; elsewhere, or where the OS refuses, nothing changes; measurements in
-``docs/devices.md``). A thread inherits its creator's priority, and XLA starts its
-compiler threads on first use, so a pipeline's worker lowers its own only once its
-first batch is made.
-
-A worker process started by datarax ends with its parent (:func:`end_with_parent`).
-
-Imports neither JAX nor Flax; :mod:`datarax.core.threads` names these too.
+:func:`lower_read_ahead_priority` runs datarax's read-ahead threads a few ``nice`` steps
+below the main thread (Linux only; see ``docs/devices.md``). XLA's compiler threads
+inherit their creator's priority, so a pipeline worker lowers its own only after its
+first batch. Imports neither JAX nor Flax; :mod:`datarax.core.threads` names these too.
 
 Example:
     >>> lower_read_ahead_priority(0)  # the default: threads keep their priority
@@ -44,9 +36,8 @@ def lower_read_ahead_priority(steps: int = 10) -> None:
 
 
 def run_behind_consumer() -> bool:
-    """Lower the calling thread (one that works ahead of the consumer) to :data:`BEHIND`
-    nice steps below the process's main thread, if :func:`lower_read_ahead_priority`
-    asked for it; never raise it. Returns whether it changed."""
+    """Lower the calling thread to :data:`BEHIND` nice steps below the main thread (never
+    raise it); returns whether it changed."""
     if BEHIND == 0 or not sys.platform.startswith("linux"):
         return False
     try:
@@ -61,8 +52,7 @@ def run_behind_consumer() -> bool:
 
 
 def drop_pool(pool: Any) -> None:
-    """End a ``concurrent.futures`` pool without waiting (best effort, for ``__del__``:
-    at interpreter exit the pool's own machinery may already be gone)."""
+    """End a ``concurrent.futures`` pool without waiting (best effort, for ``__del__``)."""
     try:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -71,9 +61,8 @@ def drop_pool(pool: Any) -> None:
 
 
 def end_with_parent(parent: int) -> None:
-    """Start a thread that ends this worker process as soon as its parent is no longer
-    ``parent`` (it died and the worker was handed to another process): nobody is left
-    to take what the worker makes, or to finish it (nor should it still write then)."""
+    """Start a thread that ends this worker process once its parent is no longer ``parent``
+    (it died: nobody is left to take what the worker makes)."""
     threading.Thread(target=_end_with, args=(parent,), name="datarax-parent-watch",
                      daemon=True).start()
 

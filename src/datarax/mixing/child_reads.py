@@ -1,20 +1,10 @@
 """A mixture's reads on the host: the records one child serves for a run of its draws.
 
-Draw ``t`` of a child is, in mode ``"epoch"``, its own record ``t % n`` of its own pass
-``t // n``; in mode ``"sampling"``, the record :func:`~datarax.mixing.sampling.sampled_records`
-picks for ``(seed, child, t)``. :class:`ChildReads` reads a run of consecutive draws of
-one child, whatever its kind, through :func:`~datarax.core.reading.read_at`: a child of
-known length at the run's positions (a cursor-mode one moved only where the run does not
-continue the last one); a child read by passes — a stream, or a source that skips bad
-records (:func:`~datarax.core.reading.skips_in_position`), whose records per pass are
-known only once read — read on from where it stands (its pass boundaries kept in the
-mixture's ``stream_passes`` Variable; moved back, it reads its pass again from the
-start, its skip counts with it, so each skip budget continues exactly); sampled draws
-through the child's own reader (``read_in_order``, as its :class:`~datarax.core.reading.Reading`
-says) or by :func:`read_positions`. What it keeps between reads is Python-only
-bookkeeping, never state: a restored mixture reads again from its position.
-
-:func:`interleave` lays the children's runs into one batch in the mixture's order.
+A child of known length is read at the run's positions; a child read by passes (a stream,
+or a source that skips bad records: its records per pass are known only once read) reads
+on from where it stands, its pass boundaries in the mixture's ``stream_passes``; moved
+back, it reads its pass again, so its skip counts continue exactly. What
+:class:`ChildReads` keeps between reads is bookkeeping, never state.
 """
 
 from __future__ import annotations
@@ -38,13 +28,7 @@ from datarax.typing import Batch
 
 
 class ChildReads(HostState):
-    """The host reads of one mixture's children (see the module docstring).
-
-    Args:
-        names: the children's names (for messages).
-        children: the children (what each can do is asked here, once).
-        seed: the mixture's seed (sampling mode).
-    """
+    """The host reads of one mixture's children (see the module docstring)."""
 
     def __init__(self, names: Sequence[str], children: Sequence[DataSourceModule],
                  seed: int) -> None:
@@ -55,8 +39,7 @@ class ChildReads(HostState):
         self.by_pass = tuple(forward_only(c) or skips_in_position(c) for c in children)
         self.seed = seed
         self.next_draw: list[int | None] = [None] * len(names)  # where each stream stands
-        # and its position in its pass there: the records it passed (a stream that skips
-        # bad records passes more positions than it serves draws)
+        # and its position in its pass there (skipped records counted)
         self.stands_at = [0] * len(names)
         self.sampled_orders: dict[int, SampledOrder] = {}
         self.sampled_next: dict[int, int] = {}  # next draw each host child's reader is at
@@ -95,9 +78,8 @@ class ChildReads(HostState):
             if first < start:  # moved back from outside (a parent's seek or restore
                 epoch, start = 0, 0  # keeps no stream_passes): read again from pass 0 on
                 self._set_pass(i, stream_passes, epoch, start)
-            # Read from the pass's start: draw ``first`` may lie in a later pass (a shard
-            # skips the draws of the other shards), whose start is known only once the
-            # passes before it are read to their ends.
+            # from the pass's start: draw ``first`` may lie in a later pass, whose start is
+            # known only once the passes before it are read
             child.seek(epoch, 0)
             draw, at = start, 0
         parts = []
@@ -133,8 +115,7 @@ class ChildReads(HostState):
     def _sampled(self, i: int, child: DataSourceModule, draws: np.ndarray) -> Batch:
         records = sampled_records(self.seed, i, draws, self.lengths[i])
         if self.readings[i].compiled:
-            # Padded to a power of two: every read of up to that many records reuses
-            # the same traced shapes instead of compiling each primitive for a new one.
+            # padded to a power of two: reads reuse the same traced shapes
             padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
             graphdef, state = nnx.split(child)
             batch = sampled_read(graphdef)(state, child.step_inputs(), jax.numpy.asarray(padded))
@@ -146,7 +127,6 @@ class ChildReads(HostState):
             return out
         if not self.readings[i].reads_in_order:  # built from others (a concatenation ...)
             return read_positions(child, records, self.lengths[i])
-        # A host child reads the sampled records through its own threaded reader.
         first = int(draws[0])
         order = self.sampled_orders.get(i)
         if order is None:
@@ -158,9 +138,8 @@ class ChildReads(HostState):
 
 
 def read_positions(child: DataSourceModule, positions: np.ndarray, length: int | None) -> Batch:
-    """The records at ``positions`` of ``child``'s pass 0, in that order, through
-    :func:`~datarax.core.reading.read_at`: each record once, each run of adjacent
-    positions in one forward read (a cursor-mode child is moved once a run).
+    """The records at ``positions`` of ``child``'s pass 0, in that order: each record read
+    once, each run of adjacent positions in one forward read.
 
     >>> from datarax.sources import MemorySource, MemorySourceConfig
     >>> child = MemorySource(MemorySourceConfig(), {"x": np.arange(10, 20)})
@@ -178,8 +157,7 @@ def read_positions(child: DataSourceModule, positions: np.ndarray, length: int |
 
 
 def sampled_read(graphdef: Any) -> Any:
-    """Compiled ``(state, inputs, records) -> batch``: record ``records[k]`` of an
-    indexed source as row ``k`` (one program per source structure and size)."""
+    """Compiled ``(state, inputs, records) -> batch``: record ``records[k]`` as row ``k``."""
 
     def build() -> Any:
         def read(state: Any, inputs: Any, records: Any) -> Batch:

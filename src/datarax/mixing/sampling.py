@@ -19,15 +19,13 @@ import numpy as np
 
 
 class SampledOrder:
-    """A host reader's "epoch order" for sampling mode: draw ``t`` reads the record
-    :func:`sampled_records` picks (duck-types :class:`~datarax.sources.host_reader.EpochOrder`)."""
+    """A host reader's epoch order for sampling mode (duck-types ``EpochOrder``)."""
 
     def __init__(self, seed: int, source: int, length: int) -> None:
         self.seed, self.source, self.length = seed, source, length
         self.epoch, self.lo, self.hi = 0, 0, None
         self.size = 1 << 62
-        # not one block of an epoch: the reader reads no "next epoch" ahead (the draws
-        # go on endlessly); without it a host child's first read raised AttributeError
+        # no epoch blocks: the reader reads no "next epoch" ahead (the draws are endless)
         self.runs: tuple[tuple[int, int], ...] = ()
 
     def indices(self, start: int, stop: int) -> np.ndarray:

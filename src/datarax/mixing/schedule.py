@@ -4,16 +4,10 @@ Weights become integers ``W_i`` over a period ``P = sum(W_i)`` (exactly when the
 simple ratios such as 0.5/0.3/0.2 -> 5/3/2 over 10, otherwise rounded over
 ``P = 65536``). Within a period, draw ``t`` of source ``i`` (``0 <= t < W_i``) sits at
 *virtual time* ``(t + phase_i) / W_i`` with ``phase_i`` drawn from the seed; the
-period's order sorts all draws by virtual time (ties by source number), and every
-period repeats it. So:
-
-* the source of mixture record ``g`` and which draw of that source it is are
-  ``owner[g % P]`` and ``(g // P) * W_owner + rank[g % P]``;
-* the draws of each source among the first ``g`` records (:meth:`MixSchedule.counts`)
-  are ``(g // P) * W + prefix(g % P)``, where ``prefix`` is computed exactly with
-  integers in O(sources) — a resume is a seek, never a replay;
-* in every window of records, each source's share is within 2 records of
-  ``window * W_i / P`` (the virtual times of one source are evenly spaced).
+period's order sorts all draws by virtual time (ties by source number). So record ``g``'s
+source and draw are ``owner[g % P]`` and ``(g // P) * W_owner + rank[g % P]``; each
+source's draws among the first ``g`` records are exact in O(sources) (a resume is a seek);
+in every window each source's share is within 2 of ``window * W_i / P``.
 
 Example:
     >>> s = MixSchedule([0.5, 0.3, 0.2], seed=0)
@@ -43,9 +37,7 @@ _PHASE_SCALE = 1 << 20  # phases are integers in [0, _PHASE_SCALE): exact compar
 
 
 def integer_weights(weights: Sequence[float], names: Sequence[str]) -> np.ndarray:
-    """``W_i`` with ``W_i / sum(W)`` equal to the normalised weights (or within 1/65536);
-    a weight that is not a finite number > 0, or too small for any record in a period of
-    65536, is a ``ConfigError``."""
+    """``W_i`` with ``W_i / sum(W)`` the normalised weights (or within 1/65536)."""
     for name, w in zip(names, weights):
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
             raise ConfigError(f"MixSource weight of '{name}' must be a number, got {w!r}.")
@@ -88,7 +80,7 @@ class MixSchedule:
     Args:
         weights: relative weights (> 0), one per source.
         seed: draws the phases (which source leads, how draws interleave).
-        names: source names for error messages (default ``source0`` ...).
+        names: source names for error messages.
     """
 
     def __init__(
@@ -130,16 +122,14 @@ class MixSchedule:
         return owner, draws + jnp.asarray(self.rank, jnp.int32)[p]
 
     def owners_and_draws(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """For records ``start .. start + count - 1``: the source of each and which draw
-        of that source it is (draws counted from 0 across the whole mixture)."""
+        """Source and draw (counted across the whole mixture) of records ``start ..``."""
         g = np.arange(int(start), int(start) + int(count), dtype=np.int64)
         p = g % self.period
         owner = self.owner[p]
         return owner, (g // self.period) * self.units[owner] + self.rank[p]
 
     def max_counts(self, count: int) -> np.ndarray:
-        """Most records each source serves among any ``count`` consecutive records
-        (exact: every window start within a period is looked at).
+        """Most records each source serves among any ``count`` consecutive records (exact).
 
         >>> MixSchedule([0.5, 0.3, 0.2], seed=0).max_counts(256).tolist()
         [129, 77, 52]

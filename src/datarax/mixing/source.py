@@ -1,26 +1,14 @@
 """``MixSource``: several sources mixed by weight, usable wherever a source is.
 
-Record ``g`` of the mixture (counted across its epochs) comes from the source and draw
-that :class:`~datarax.mixing.schedule.MixSchedule` assigns it, a pure function of
-``(weights, seed, g)``. Draw ``t`` of a source serves, in mode ``"epoch"``, the source's
-own record ``t % n`` of its own pass ``t // n`` (each record once per that source's
-epoch, at its own pace); in mode ``"sampling"``, a record drawn with replacement from
-``(seed, source, t)`` (endless unless ``records_per_epoch`` is given).
+Record ``g`` comes from the source and draw :class:`~datarax.mixing.schedule.MixSchedule`
+assigns it, a pure function of ``(weights, seed, g)``; how draws pick records in modes
+``"epoch"`` and ``"sampling"`` is in docs/graphs.md ("Mixing sources by weight"). Each
+source serves its weight's share of an epoch whatever its size: below, ``a`` serves 160
+records an epoch (its pass, then 60 of its next) and ``b`` 40 (a pass takes 2.5 epochs).
 
-A mixture epoch is ``records_per_epoch`` records (default: the sum of the sources'
-sizes), each source serving its weight's share whatever its size: only weights
-proportional to the sizes serve every record once per epoch. Below, two sources of 100
-records weighted 0.8/0.2: each epoch has 160 records of ``a`` (its whole pass, then 60
-of its next) and 40 of ``b``, whose pass takes 2.5 epochs.
-
-State is the mixture's position plus, for each child read by passes (a stream, or a
-source that skips bad records: its records per pass are known only once read), the draw
-at which its current pass began: every other child's position is derived
-(``MixSchedule.counts``), so a resume is a seek (a child read by passes reads its pass
-again up to there). A restore into a mixture whose :meth:`MixSource.order_settings`
-differ is refused naming the setting (``weights``, ``children[1].seed``). Sources of
-any kind mix; the mixture is a host-kind source (indexed when every source is and the
-epoch has a length). Each record's stable index is ``draw * num_sources + source``.
+State is the position plus, per child read by passes (a stream, or a source that skips
+bad records), the draw its current pass began at; every other child's position is
+derived, so a resume is a seek. A record's stable index is ``draw * num_sources + source``.
 
 Example:
     >>> import numpy as np
@@ -124,10 +112,9 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     Raises:
         ConfigError: bad weights, mode, names or counts.
-        SpecMismatchError: two sources disagree on a field (the message names the field
-            and both sources).
-        SourceContractError: a source that cannot be mixed (a stream in sampling mode,
-            a source that skips bad records in sampling mode, one source given twice).
+        SpecMismatchError: two sources disagree on a field.
+        SourceContractError: a source that cannot be mixed (in sampling mode a stream or
+            a source that skips bad records; one source given twice).
     """
 
     kind: ClassVar[SourceKind | None] = SourceKind.HOST
@@ -143,7 +130,6 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         name: str | None = None,
     ) -> None:
         if any(isinstance(v, MixSourceConfig) for v in (sources, weights, *extra)):
-            # upstream's MixDataSourcesNode(config, sources): here the config is built
             raise ConfigError(
                 "MixSource takes the sources and their weights, not a MixSourceConfig (it "
                 "builds its config from them): MixSource([a, b], [0.7, 0.3], mode='epoch', "
@@ -209,8 +195,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
             records_per_epoch = int(sum(lengths))  # type: ignore[arg-type]
         self.__length = records_per_epoch
         self.__lengths = tuple(lengths)
-        # Per child: (epoch, first draw) of the pass a child read by passes is in (unused
-        # for others).
+        # per child read by passes: (epoch, first draw) of the pass it is in
         self.stream_passes = nnx.Variable(np.zeros((len(children), 2), np.int64))
         self.__reads = ChildReads(names, children, seed)
         if records_per_epoch is not None and compiles_whole(children):
@@ -228,20 +213,12 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         return dict(checked_spec(self.sources[0]))
 
     def stable_index_span(self) -> None:
-        """None: unbounded. A record's stable index ``draw * num_sources + source``
-        counts its source's draws across passes, so it grows from pass to pass past
-        any length (a concatenation numbers such a part's records apart from the
-        other parts', see :class:`~datarax.sources.ConcatSource`)."""
+        """None: stable indices count draws across passes, past any length."""
         return None
 
     def locate(self, record: int, epoch: int | None = None) -> tuple[str, int]:
         """``(source name, draw of that source)`` of record ``record`` of epoch ``epoch``
-        (default: the current one) in this shard.
-
-        Raises:
-            IndexError: ``record`` is not a record of the epoch (``0 <= record <``
-                the records this shard serves per epoch), or ``epoch`` is negative.
-        """
+        (default: the current one) in this shard; ``IndexError`` for one out of range."""
         size = self.epoch_size()
         if (
             isinstance(record, bool)
@@ -274,8 +251,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         return self.names
 
     def reads_by_position(self) -> bool:
-        """True when every source's records depend on their positions alone: the
-        mixture's then do too."""
+        """True when every source's records depend on their positions alone."""
         return all(reading_of(c).reads_by_position for c in self.sources)
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
@@ -289,16 +265,14 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     def get_batch_and_indices_at(
         self, start: Any, size: int, key: Any | None = None
     ) -> tuple[Batch, Any]:
-        """Records ``start .. start + size - 1`` of the mixture, all sources indexed
-        (traceable: the Pipeline compiles it into its step)."""
+        """Records ``start .. start + size - 1`` of the mixture, all sources indexed (traceable)."""
         jnp = jax.numpy
         owners, draws = self.schedule.owners_and_draws_jnp(start, size)
         indices = draws * len(self.sources) + owners
         if self.config.mode == "sampling":
             return self._sampled_batch_at(owners, draws, size), indices
-        # Each source's draws in the batch are consecutive: read each source's run (no
-        # longer than its most records in any window of ``size``), lay the runs end to
-        # end and pick every record from them by one gather.
+        # each source's draws in the batch are consecutive: read each source's run (a
+        # static length), lay the runs end to end and pick every record by one gather
         runs = np.minimum(self.schedule.max_counts(size), size).tolist()
         sources = jnp.arange(len(self.sources), dtype=owners.dtype)
         mine = owners[None, :] == sources[:, None]
@@ -312,7 +286,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         return out, indices
 
     def _sampled_batch_at(self, owners: Any, draws: Any, size: int) -> Batch:
-        """Sampling mode, traced: each record read alone from its sampled source record."""
+        """Sampling mode, traced: each record read alone."""
         jnp = jax.numpy
         out: Batch | None = None
         for i, child in enumerate(self.sources):
@@ -372,8 +346,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         return out
 
     def get_state(self) -> dict[str, Any]:
-        """The mixture's position, per child read by passes ``[pass epoch, first draw]``, and
-        the :meth:`order_settings` a restore must match."""
+        """The position, per child read by passes ``[pass epoch, first draw]``, and the
+        :meth:`order_settings` a restore must match."""
         state = super().get_state()
         passes = self.stream_passes.get_value()
         state["stream_passes"] = {
@@ -384,8 +358,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved mixture handed out (a
-        ``StateError`` names the first of :meth:`order_settings` that differs)."""
+        """Continue after the last record the saved mixture handed out (a ``StateError``
+        names the first of :meth:`order_settings` that differs)."""
         super().set_state(state)
         saved = state.get("stream_passes", {})
         updated = np.zeros((len(self.sources), 2), np.int64)
@@ -401,8 +375,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 
 # ---------------------------------------------------------------------- helpers
 def _scalar(value: Any) -> Any:
-    """A 0-d array of a number (``np.array(0.3)``, a JAX scalar) as that number; any
-    other value as it is (the schedule refuses what is not a number)."""
+    """A 0-d array of a number as that number; any other value as it is."""
     if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__array__"):
         return value
     array = np.asarray(value)

@@ -1,16 +1,9 @@
 """Feistel index shuffle: a random permutation of ``[0, n)`` in O(1) memory.
 
-This reimplements the permutation of ``grain.experimental.index_shuffle`` (a 4-round
-Simon-style Feistel cipher over the smallest even bit width >= 16 that holds the
-largest index, with cycle walking, round keys from C++'s ``std::seed_seq``) three ways
-that agree bit for bit:
-
-(:func:`index_shuffle`, one Python int, the reference; :func:`index_shuffle_np`,
-vectorised NumPy; :func:`index_shuffle_jnp`, traceable with a traced seed).
-
-One deliberate difference from Grain: when ``max_index`` is an even power of two >= 2**16,
-Grain's block cannot hold it and its output is not a permutation; the block is widened
-by two bits there so every record still appears exactly once.
+The permutation of ``grain.experimental.index_shuffle`` (4-round Simon-style Feistel,
+cycle walking, ``std::seed_seq`` round keys), in Python, NumPy and traceable JAX forms
+that agree bit for bit. Unlike Grain, the block is widened by two bits when ``max_index``
+is an even power of two >= 2**16, where Grain's output is not a permutation.
 
 Example:
     >>> perm = [index_shuffle(i, max_index=9, seed=42) for i in range(10)]
@@ -50,9 +43,8 @@ def round_keys(seed: int, rounds: int = ROUNDS) -> list[int]:
 
 
 def _seed_seq(seed: Any, n: int, xp: Any) -> list[Any]:
-    """C++ ``std::seed_seq`` with one input word, for uint32 arrays of ``xp`` (``np``: held in
-    uint64 and masked; ``jnp``: uint32 wraps). Values not depending on ``seed`` stay Python
-    ints, so a traced call stages only the steps that read the seed."""
+    """C++ ``std::seed_seq`` with one input word, for ``xp`` arrays. Values not depending on
+    ``seed`` stay Python ints, so a traced call stages only the steps that read the seed."""
     if xp is np:
         seed = np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32)
         const: Any = np.uint64
@@ -170,18 +162,14 @@ _TABLE_RATIO = 4  # use successor tables when cycle walking averages > 4 encrypt
 
 
 def uses_small_table(max_index: int) -> bool:
-    """Whether ``[0, max_index]`` is so small that cycle walking the 16-bit block (about
-    ``2**16 / n`` encryptions per index) is slower than a 2**16-entry table."""
+    """Whether ``[0, max_index]`` is small enough that a 2**16-entry table beats cycle walking."""
     return 0 < max_index and SMALL_DOMAIN > _TABLE_RATIO * (max_index + 1)
 
 
-# 128 permutations (each `length` int64s, length < 2**14: at most 16 MiB): a mixture or
-# concatenation of many small sources, or pipelines rebuilt to resume, read one per
-# child and epoch; 8 were recomputed over and over (~10 ms each).
+# 128 (<= 16 MiB): a mixture or concatenation of small sources reads one per child and epoch
 @functools.lru_cache(maxsize=128)
 def small_permutation(length: int, seed: int) -> np.ndarray:
-    """The whole permutation of ``[0, length)`` for small ``length`` (cached, read-only):
-    every 16-bit block encrypted once, cycle walks resolved by pointer jumping."""
+    """The whole permutation of ``[0, length)`` for small ``length`` (cached, read-only)."""
     keys = _seed_seq(np.asarray(seed, dtype=np.uint64) & np.uint64(_MASK32), ROUNDS, np)
     domain = np.arange(SMALL_DOMAIN, dtype=np.uint64)
     target = _encrypt(domain, keys, _MIN_BLOCK_BITS // 2, np.uint64(1)).astype(np.int64)
@@ -196,11 +184,7 @@ def small_permutation(length: int, seed: int) -> np.ndarray:
 def index_shuffle_np(
     indices: np.ndarray, max_index: int, seed: int | np.ndarray, rounds: int = ROUNDS
 ) -> np.ndarray:
-    """Vectorised :func:`index_shuffle` for a NumPy array of indices (host side).
-
-    ``seed`` is an int or an array broadcastable to ``indices`` (one seed per index).
-    Small ranges (see :func:`uses_small_table`) read a cached :func:`small_permutation`.
-    """
+    """Vectorised :func:`index_shuffle`; ``seed`` may be an array broadcastable to ``indices``."""
     idx = np.asarray(indices, dtype=np.uint64)
     if max_index == 0:
         return np.zeros_like(idx, dtype=np.int64)
@@ -234,11 +218,8 @@ def index_shuffle_np(
 
 
 def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROUNDS) -> Any:
-    """Traceable :func:`index_shuffle`: ``indices`` and ``seed`` may be traced arrays.
-
-    ``max_index`` must be a static Python int < 2**32. Returns int32 positions
-    (uint32 when ``max_index`` >= 2**31).
-    """
+    """Traceable :func:`index_shuffle` (static ``max_index`` < 2**32); int32 positions
+    (uint32 when ``max_index`` >= 2**31)."""
     if max_index >= 2**32:
         raise ValueError(f"index_shuffle_jnp supports up to 2**32 records, got {max_index + 1}.")
     idx = jnp.asarray(indices).astype(jnp.uint32)
@@ -246,11 +227,7 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
     if max_index == 0:
         return jnp.zeros(idx.shape, out_dtype)
     half = block_bits(max_index) // 2
-    if isinstance(seed, (int, np.integer)):
-        seed32 = jnp.asarray(np.uint32(int(seed) & _MASK32))
-    else:
-        seed32 = jnp.asarray(seed).astype(jnp.uint32)
-    keys = _seed_seq(seed32, rounds, jnp)
+    keys = _seed_seq(_seed32(seed), rounds, jnp)
     one = np.uint32(1)  # NumPy constants: computed here, not staged
     limit = np.uint32(max_index)
 
@@ -259,7 +236,6 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
         value = jnp.where(pending, _encrypt(value, keys, half, one), value)
         return value, value > limit
 
-    # cycle walking, with one copy of the cipher in the program
     value, _ = lax.while_loop(lambda c: jnp.any(c[1]), body,
                               (idx, jnp.ones(idx.shape, jnp.bool_)))
     return value.astype(out_dtype)
@@ -267,16 +243,16 @@ def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROU
 
 def epoch_permutation_jnp(positions: Any, length: int, seed: Any) -> Any:
     """Record index served at each global position ``p >= 0`` (epoch ``p // length`` uses
-    ``seed + epoch``). Compiled cycle walking beats a successor table here even for tiny
-    data sets (5-10x), so there is one code path."""
-
+    ``seed + epoch``). Compiled cycle walking beats a table even for tiny data sets."""
     positions = jnp.asarray(positions)
     # positions are >= 0: C division is floor division (fewer ops than jnp's % and //)
     size = np.asarray(length, positions.dtype)
     within = lax.rem(positions, size)
     epoch = lax.div(positions, size)
+    return index_shuffle_jnp(within, length - 1, _seed32(seed) + epoch.astype(jnp.uint32))
+
+
+def _seed32(seed: Any) -> Any:
     if isinstance(seed, (int, np.integer)):
-        base = jnp.uint32(int(seed) & _MASK32)
-    else:
-        base = jnp.asarray(seed).astype(jnp.uint32)
-    return index_shuffle_jnp(within, length - 1, base + epoch.astype(jnp.uint32))
+        return jnp.uint32(int(seed) & _MASK32)
+    return jnp.asarray(seed).astype(jnp.uint32)

@@ -1,8 +1,7 @@
 """Samplers for users who drive record access themselves: which index to read next.
 
-Each sampler iterates items (record indices, or windows of them) epoch after epoch. Item
-``i`` of epoch ``e`` is a pure function of ``(e, i)`` (:meth:`Sampler.item`), so the state
-is two ints, ``{"epoch": e, "index": i}``, and a restore is a seek.
+Item ``i`` of epoch ``e`` is a pure function of ``(e, i)``, so state is two ints and a
+restore is a seek.
 
 Example:
     >>> sampler = ShuffledSampler(5, seed=1, num_epochs=2)

@@ -1,12 +1,8 @@
-"""Window shuffle: an epoch that visits shards in a random order and shuffles records
-within a window of ``W`` shards — for data sets larger than the local cache.
+"""Window shuffle: shards in a random order, records shuffled within windows of ``W``
+shards, so a reader needs only one window's shards (data sets larger than the cache).
 
-An epoch is the shards in a Feistel permutation keyed by the epoch's seed, cut in that
-order into windows of ``W`` shards, each window's records in their own permutation (seed
-from the epoch's seed and the window's number). A reader needs only the current window's
-shards; the order is a pure function of ``(counts, W, seed)``, and each position names the
-record's *global* index, so per-record keys and skips are those of a global shuffle.
-``W >= len(counts)`` is one window: every record in one permutation.
+The order is a pure function of ``(counts, W, seed)`` and names *global* record indices,
+so per-record keys and skips are those of a global shuffle.
 
 Example:
     >>> order = ShardWindows(counts=(3, 3, 3, 3), window=2, seed=7)
@@ -150,4 +146,3 @@ def shard_windows(counts: tuple[int, ...], window: int, seed: int) -> ShardWindo
         True
     """
     return ShardWindows(tuple(int(c) for c in counts), int(window), int(seed) % 2**32)
-

@@ -1,8 +1,4 @@
-"""What every process of a ``jax.distributed`` run holds: a JSON value gathered from each
-process, and a check that every process built the same thing.
-
-Both are collectives: every process calls them at the same point of its program (a
-process that does not waits the others out).
+"""Collectives over the processes of a ``jax.distributed`` run (every process calls them).
 
 Example (one process: its own value only):
     >>> every_process({"batch_size": 4})
@@ -36,8 +32,7 @@ def every_process(value: Any) -> list[Any]:
 
 
 def check_same_everywhere(settings: dict[str, Any], where: str) -> None:
-    """Refuse (``ConfigError``, on every process) ``settings`` that differ between the
-    processes, naming the first setting that differs and two processes' values."""
+    """Raise ``ConfigError`` on every process when ``settings`` differ between processes."""
     every = every_process(settings)
     for name in dict.fromkeys(key for one in every for key in one):
         values = [one.get(name) for one in every]

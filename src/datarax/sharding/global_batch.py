@@ -1,9 +1,6 @@
 """Global batches: per-process batches assembled into globally sharded ``jax.Array``s.
 
-Under ``jax.distributed`` each process's Pipeline hands out its own share of every batch;
-:func:`global_batch` makes one global array per field, its batch axis split over a mesh
-of every process's devices (``jax.make_array_from_process_local_data``: no data leaves
-the process).
+No data leaves its process (``jax.make_array_from_process_local_data``).
 
 Example (one process; with several, every process runs the same code):
     >>> import numpy as np
@@ -47,8 +44,7 @@ def global_batch(
 
     Raises:
         ConfigError: an unknown axis, a local batch that does not split evenly over
-            this process's devices on that axis, or a field that is a plain list of
-            numbers (a list is a host value, kept as it is: give an array).
+            this process's devices, or a field that is a plain list of numbers.
     """
     axis = mesh.axis_names[0] if axis is None else axis
     if axis not in mesh.axis_names:
@@ -59,8 +55,7 @@ def global_batch(
 
 
 def _refuse_number_lists(batch: Mapping[str, Any], where: str) -> None:
-    """Refuse a field that is a plain list of numbers: batches keep lists (text, records of
-    uneven shapes) on the host as they are, so it would come back unplaced."""
+    """Refuse a plain list of numbers: lists stay on the host, so it would come back unplaced."""
     for name, value in batch.items():
         if isinstance(value, Mapping):
             _refuse_number_lists(value, f"{where}, field '{name}'")

@@ -1,12 +1,8 @@
 """Batch placement: where a Pipeline's batches live on the devices, and how they get there.
 
-A :class:`BatchPlacement` holds one ``NamedSharding``: its spec's first entry names the
-mesh axes the batch axis is split over, further entries the field's next dimensions (cut
-to each field's rank); mesh axes not named replicate.
-
-Invariant: with one process the placed array is exactly the local batch; with several,
-the global batch is the processes' batches in process order along the batch axis. Text
-fields stay on the host unchanged.
+The spec's first entry splits the batch axis, further entries a field's next dimensions
+(cut to its rank); other mesh axes replicate. With several processes the global batch is
+their batches in process order. Text fields stay on the host.
 
 Example:
     >>> import jax, numpy as np
@@ -35,9 +31,7 @@ from datarax.typing import Batch
 
 
 def _fitted(name: str, value: Any, where: str) -> Any:
-    """``value`` as the devices will hold it while ``jax_enable_x64`` is off: 64-bit
-    integers cast to 32 bits when every value fits (else ``NarrowingError``), float64
-    refused (JAX would round it to float32 without a word, and wrap such integers)."""
+    """``value`` as the devices will hold it while x64 is off (JAX would narrow silently)."""
     if isinstance(value, jax.Array) or x64_enabled():
         return value
     dtype = np.asarray(value).dtype
@@ -66,8 +60,7 @@ class BatchPlacement:
 
     @classmethod
     def of(cls, sharding: Any) -> BatchPlacement:
-        """From a ``NamedSharding`` or a ``(Mesh, PartitionSpec)`` pair (else ``ConfigError``,
-        as for an empty spec or an axis the mesh lacks)."""
+        """From a ``NamedSharding`` or a ``(Mesh, PartitionSpec)`` pair."""
         if isinstance(sharding, tuple) and len(sharding) == 2:
             mesh, spec = sharding
             if not isinstance(mesh, Mesh) or not isinstance(spec, PartitionSpec):
@@ -117,8 +110,7 @@ class BatchPlacement:
 
     @property
     def local_split(self) -> int:
-        """Distinct positions this process's devices hold along the batch axes (every
-        local batch must divide by it)."""
+        """Distinct positions this process's devices hold along the batch axes."""
         mesh = self.sharding.mesh
         where = [list(mesh.axis_names).index(a) for a in self.batch_axes]
         here = jax.process_index()
@@ -141,8 +133,7 @@ class BatchPlacement:
             )
 
     def check_dims(self, shape: tuple[int, ...], where: str) -> None:
-        """Refuse a field whose dimensions after the batch axis do not split over the
-        mesh axes the spec names for them."""
+        """Refuse a field whose later dimensions do not split over their mesh axes."""
         mesh = self.sharding.mesh
         for dim, entry in enumerate(tuple(self.sharding.spec)[1:len(shape)], start=1):
             axes = _axes(entry)

@@ -1,14 +1,5 @@
-"""Test helpers any datarax source or pipeline can be run through.
-
-* :func:`check_resume_exact` — output unchanged after JSON checkpoint/restore at
-  arbitrary points, also across epoch boundaries and after repeated restores.
-* :func:`check_source_resume_exact` — the same for ``for record in source`` with
-  ``source.get_state()`` / ``set_state()``.
-* :func:`collect` / :func:`iterate_epochs` — the batches of several epochs.
-* :func:`json_round_trip` — a state written to JSON text and read back.
-* :mod:`datarax.testing.conformance` — the source conformance table's checks
-  (:class:`SourceRow` and one ``check_*`` function per contract clause).
-"""
+"""Test helpers any datarax source or pipeline can be run through: exact resume
+(:func:`check_resume_exact`) and the source conformance table (:mod:`.conformance`)."""
 
 from datarax.testing.conformance import (
     SourceRow,

@@ -1,11 +1,7 @@
 """The source conformance checks: one table of sources, every row through every check.
 
-A source joins the table by describing how to build a pipeline over a small dataset
-(a :class:`SourceRow`); each check is a function of a row that raises
-``AssertionError`` naming what broke: exact resume at every batch boundary from every
-kind of state (:mod:`datarax.testing.resume_checks`), small ``nnx.state``, epochs that
-serve every record once, disjoint equal shards, batches matching ``element_spec()``,
-and no thread left after closing.
+A :class:`SourceRow` builds a pipeline over a small dataset; each check raises
+``AssertionError`` naming what broke.
 
 Example:
     >>> import numpy as np
@@ -113,9 +109,7 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
 
 # --------------------------------------------------------------------- spec
 def check_spec(row: SourceRow) -> None:
-    """Every batch of an epoch has exactly the fields, per-record shapes and dtypes of
-    ``source.element_spec()`` (:func:`~datarax.core.spec.validate_batch`), every value of
-    a text field a ``str``."""
+    """Every batch of an epoch matches ``source.element_spec()``, text fields holding ``str``."""
     with row.built() as pipeline:
         spec = pipeline.source.element_spec()
         step = -1
@@ -152,8 +146,7 @@ def _new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
 
 
 def _settle(before: set[threading.Thread], timeout: float = 60.0) -> None:
-    # returns as soon as they ended; a loaded machine may keep an ending thread waiting
-    # for a core for seconds
+    # a long timeout: a loaded machine may keep an ending thread waiting for seconds
     deadline = time.monotonic() + timeout
     while _new_threads(before) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -1,13 +1,7 @@
 """``check_resume_exact``: prove a pipeline resumes exactly after checkpoint/restore.
 
-A *reference* run iterates ``num_epochs`` epochs uninterrupted; an *interrupted* run
-stops after each given number of batches, takes the state through JSON text, builds
-everything anew with ``make_pipeline()``, restores and carries on. Both must hand out
-the same batches bit for bit (so record order and augmentation draws match too)::
-
-    check_resume_exact(lambda: Pipeline(source=MySource(...), stages=[...],
-                                        batch_size=8, rngs=nnx.Rngs(0)),
-                       interrupt_points=[1, 3, 3, 7], num_epochs=2)
+An interrupted run (state through JSON, everything rebuilt, restored) must hand out the
+same batches, bit for bit, as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -46,8 +40,7 @@ class ResumeReport:
 
 
 def to_host(batch: Batch) -> Batch:
-    """A batch with every field as a NumPy array (text fields as lists of ``str``,
-    nested fields as nested dicts)."""
+    """A batch with every field on the host (text as lists of ``str``)."""
     return head_on_host(batch, batch_length(batch))
 
 
@@ -105,8 +98,7 @@ def compare_batches(expected: list[tuple[int, Batch]], got: list[tuple[int, Batc
 
 
 def compare_fields(where: str, e_batch: Batch, g_batch: Batch) -> None:
-    """Raise ``AssertionError`` naming ``where`` and the first field (by path) whose
-    values, shape or dtype differ between two host batches."""
+    """Raise ``AssertionError`` naming ``where`` and the first field that differs."""
     expected, got = flatten_fields(e_batch), flatten_fields(g_batch)
     if sorted(expected) != sorted(got):
         raise AssertionError(f"{where}: fields {sorted(got)}, expected {sorted(expected)}")
@@ -221,16 +213,14 @@ def check_resume_exact(
         make_pipeline: builds a new, identically configured pipeline (new source,
             stages and ``rngs``) each time it is called; nothing may be shared.
         interrupt_points: numbers of batches handed out (counted over all epochs)
-            after which to save, rebuild and restore. Points may repeat (restore,
-            then save again at once) and may sit on an epoch boundary. Points past
-            the end of the run are ignored.
+            after which to save, rebuild and restore; may repeat; ones past the end
+            are ignored.
         num_epochs: epochs to run (each ``iter(pipeline)`` is one epoch).
         level: ``"pipeline"`` saves ``pipeline.get_state()`` and restores with
             ``pipeline.set_state``; ``"iterator"`` saves ``iterator.get_state()`` and
             restores into ``iter(new_pipeline).set_state``.
         close: called on each discarded pipeline (e.g. to close its source).
-        max_state_bytes: fail when a JSON state is larger (``None``: no limit). State
-            must stay O(1) in the dataset size.
+        max_state_bytes: fail when a JSON state is larger (``None``: no limit).
 
     Returns:
         A :class:`ResumeReport` of what was compared.
@@ -330,8 +320,7 @@ def check_source_resume_exact(
         return out
 
     expected = run([])
-    # A state taken after the last record is not a resume point: iterating a finished
-    # source starts it over (see DataSourceModule.__iter__).
+    # after the last record is no resume point: a finished source starts over
     points = sorted(int(p) for p in interrupt_points if 0 <= int(p) < len(expected))
     compare_batches(expected, run(points))
     return len(expected)

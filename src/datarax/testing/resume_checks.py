@@ -1,9 +1,4 @@
-"""Resume checks of the source conformance table: every restore path continues exactly.
-
-:func:`check_resume` (a state saved at any batch boundary, restored into a fresh
-pipeline), :func:`check_restore_live` (the source restored under a live iterator) and
-:func:`check_nnx_state_small`; see :mod:`datarax.testing.conformance` for an example.
-"""
+"""Resume checks of the source conformance table: every restore path continues exactly."""
 
 from __future__ import annotations
 
@@ -30,17 +25,10 @@ def check_resume(
 ) -> int:
     """Resume from a saved state at each of ``points`` (default: every batch boundary).
 
-    At each point (batches handed out, counted across epochs) the state of ``level``
-    (``"iterator"``, ``"pipeline"``, ``"source"``: their ``get_state()`` through JSON
-    text; ``"nnx"``: ``nnx.state(pipeline)``, through ``nnx_round_trip(state, fresh,
-    point)`` when given, e.g. Orbax) is restored into a freshly built pipeline: the same
-    batches as the uninterrupted run must follow, each ``for`` loop ending where one of
-    its epochs ends.
-
-    At an epoch's end the state is taken twice (docs/reliability.md, "Epoch ends"):
-    inside the ``for`` after its last batch — it must say epoch ``e`` and restore to a
-    loop with no batch, then epoch ``e + 1`` — and after that empty loop ended, when it
-    must say epoch ``e + 1`` at position 0 and restore to that epoch.
+    ``level``: ``"iterator"``, ``"pipeline"``, ``"source"`` (``get_state()`` through JSON)
+    or ``"nnx"`` (``nnx.state(pipeline)``, through ``nnx_round_trip(state, fresh, point)``
+    when given, e.g. Orbax). At an epoch's end the state is taken both inside the ``for``
+    and after it (docs/reliability.md, "Epoch ends").
 
     Returns:
         The number of batches compared (``num_epochs`` epochs and one more).
@@ -158,8 +146,7 @@ def check_resume(
 
 
 def _epoch_at(ends: list[int], point: int) -> tuple[int, int | None]:
-    """``(epoch, position or None)`` a state taken at the start of a loop or inside one
-    says: point 0 is epoch 0's start, else the epoch ``point`` falls in."""
+    """``(epoch, position or None)`` a state taken at batch ``point`` says."""
     if point == 0:
         return 0, 0
     return sum(1 for end in ends if end <= point), None
@@ -188,12 +175,8 @@ def _check_said(
 def check_restore_live(
     row: SourceRow, level: Level = "source", stages: Callable[[], Sequence[Any]] = tuple
 ) -> None:
-    """Restoring the source a live iterator is reading (its next batches already read
-    or dispatched ahead) makes that iterator continue from the restored position: the
-    batches after the state come again, and restoring the position it stands at loses
-    nothing — the first epoch is the uninterrupted one. ``level``: ``"source"``
-    (``source.get_state`` / ``set_state``) or ``"nnx"`` (``nnx.state`` /
-    ``nnx.update`` of the pipeline)."""
+    """Restoring the source under a live iterator (batches read ahead) makes it continue
+    from the restored position, losing nothing. ``level``: ``"source"`` or ``"nnx"``."""
 
     def save(pipeline: Any) -> Any:
         state = state_of_level(level, pipeline, None)
@@ -224,17 +207,10 @@ def check_restore_live(
 
 
 def check_direct_read_live(row: SourceRow, passes: int = 6) -> None:
-    """A read of the source itself (``source.get_batch_with_indices``) between two
-    batches of a live iterator — whose next batches may be read ahead already — serves
-    the records right after the ones handed out, and the iterator goes on after those:
-    the epoch's records come once each, in the uninterrupted order. Host and stream
-    sources (an indexed source's batches are computed from positions, not read).
+    """A direct ``source.get_batch_with_indices`` between two batches of a live iterator
+    serves the next records, and the iterator goes on after them (host and stream sources).
 
-    A pipeline whose worker reads ahead (a source with cursors, ``prefetch > 0``) runs
-    ``passes`` passes (restored to the epoch's start each time): the first reads after
-    the worker has read on, the others read at once after the first batch, racing the
-    worker for the reader; others one pass. Each reads ``batch_size + 1`` records, so
-    that the loop's batches after it start mid-way."""
+    With a read-ahead worker, ``passes`` passes race the worker for the reader."""
     with row.built() as reference:
         if reference.source.kind.name == "INDEXED":
             raise ValueError(f"{row.name}: check_direct_read_live is for host and stream sources")
@@ -261,8 +237,7 @@ def check_direct_read_live(row: SourceRow, passes: int = 6) -> None:
 
 
 def key_points(row: SourceRow, batch_size: int) -> list[int]:
-    """Boundaries worth a costly check: 0, mid-epoch 0, the end of epoch 0, mid-epoch 1,
-    the end of epoch 1 (for ``num_epochs=2`` and ``batch_size`` records per batch)."""
+    """Boundaries worth a costly check: 0, mid and end of epochs 0 and 1."""
     per_epoch = -(-row.num_records // batch_size)
     return sorted({0, min(2, per_epoch - 1), per_epoch, per_epoch + 1, 2 * per_epoch})
 
@@ -286,13 +261,12 @@ def _check_loop_end(
 
 
 def _copy_tree(state: Any) -> Any:
-    """``state`` with every array leaf copied (the saved values cannot change later)."""
+    """``state`` with every array leaf copied."""
     return jax.tree.map(lambda x: x.copy() if hasattr(x, "copy") else x, state)
 
 
 def orbax_round_trip(directory: Any) -> Callable[[Any, Any, int], Any]:
-    """``nnx_round_trip`` for :func:`check_resume`: Orbax StandardSave / StandardRestore
-    of ``nnx.state(pipeline)`` in ``directory``, restored against the fresh pipeline."""
+    """``nnx_round_trip`` for :func:`check_resume` through an Orbax checkpoint in ``directory``."""
     import orbax.checkpoint as ocp
     from flax import nnx
 

@@ -1,7 +1,4 @@
-"""``SourceRow``: one row of the source conformance table, and what every check needs.
-
-See :mod:`datarax.testing.conformance` for the checks and an example.
-"""
+"""``SourceRow``: one row of the source conformance table (see :mod:`.conformance`)."""
 
 from __future__ import annotations
 
@@ -23,17 +20,14 @@ class SourceRow:
     Attributes:
         name: the row's test id.
         make: ``make(shard_index=0, shard_count=1, stages=())`` builds a new source and
-            a Pipeline over it from scratch (``pipeline.source`` is the source);
-            nothing may be shared between calls.
+            Pipeline over it, sharing nothing between calls.
         num_records: records in the dataset.
-        record_ids: the identity of each record of a host batch (see
-            :func:`~datarax.testing.to_host`), as ints in ``range(num_records)``.
+        record_ids: each record's id in a host batch, ints in ``range(num_records)``.
         shuffled: the row shuffles, so consecutive epochs come in different orders.
         kind: the ``SourceKind`` member name the source declares (``"INDEXED"``,
             ``"HOST"`` or ``"STREAM"``); None: not checked.
-        data_in_state: the source's author keeps its records in ``nnx.data`` (as a
-            CSV source may), so ``nnx.state`` holds them by the author's choice;
-            :func:`check_nnx_state_small` then checks only that leaves are arrays.
+        data_in_state: the source keeps its records in ``nnx.data``, so
+            :func:`check_nnx_state_small` checks only that leaves are arrays.
     """
 
     name: str
@@ -52,8 +46,7 @@ class SourceRow:
 
     @contextlib.contextmanager
     def built(self, **settings: Any) -> Iterator[Any]:
-        """A pipeline :attr:`make` builds with ``settings``, closed (:meth:`close`) when
-        the block ends."""
+        """A pipeline :attr:`make` builds with ``settings``, closed when the block ends."""
         pipeline = self.make(**settings)
         try:
             yield pipeline
