@@ -264,8 +264,10 @@ def test_a_hugging_face_dataset_object_is_named_with_its_columns_to_pass():
     with pytest.raises(DataraxError) as err:
         MemorySource(MemorySourceConfig(), ds)
     assert str(err.value) == ("MemorySource data must be a dict of arrays or a sequence of "
-                              "records, got Dataset; pass its columns: "
-                              "data.with_format('numpy')[:].")
+                              "records, got Dataset; pass its columns, "
+                              "data.with_format('numpy')[:] (a Hugging Face Dataset), or "
+                              "read a folder written by data.save_to_disk(folder) with "
+                              "HFEagerSource.")
     source = MemorySource(MemorySourceConfig(), ds.with_format("numpy")[:])  # the fix works
     assert [(int(r["x"]), r["t"]) for r in source] == [(0, "a"), (1, "b"), (2, "c"), (3, "d")]
 

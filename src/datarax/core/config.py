@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.signature import InitSignature
 from datarax.host.counts import check_count, python_ints  # noqa: F401  (check_count: named here)
 
@@ -38,7 +38,7 @@ class _ConfigType(type):
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         undeclared = _fields_not_made(cls)
         if undeclared:
-            raise TypeError(
+            raise SourceContractError(
                 f"{cls.__name__} declares fields ({', '.join(undeclared)}) but is not itself "
                 "a dataclass, so it takes none of them: decorate it with "
                 "@dataclass(frozen=True), as StructuralConfig is.")
