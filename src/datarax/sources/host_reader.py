@@ -1,42 +1,17 @@
 """``HostReader``: the one threaded reader every random-access host source reuses.
 
-A random-access host source (ArrayRecord files, a TFDS ``data_source``, ...) owns an
-object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
-``data.__getitems__(list_of_indices)``), plus a ``decode(raw) -> dict`` function.
-``HostReader`` turns that into batches of numpy arrays:
-
-* **order** — an :class:`~datarax.sources.epoch_order.EpochOrder` maps each epoch
-  position of this shard to a stable record index (sequential or Feistel-shuffled by
-  ``seed + epoch``) in O(1) memory.
-* **reading ahead** — ``num_threads`` worker threads read *chunks* of consecutive
-  positions with one batched read each (``__getitems__``), decode every record, check
-  it against the first record's structure and stack the fields
-  (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a worker
-  process does, :mod:`datarax.sources.decode_processes`); at most ``read_ahead`` chunks
-  are queued or ready (bounded memory), a session's first batch read first and alone.
-  Once an epoch's reads are all done the threads go on with the next epoch's (same
-  order, ``epoch + 1``: :func:`following_order`) within the same bound; a session
-  handed out to its end keeps them, and :meth:`HostReader.start` of that epoch at
-  position 0 takes them over, so an epoch switch waits no longer than a steady batch.
-  The threads, the ordered chunks, the sessions and the cursor are the read-ahead
-  engine's (:mod:`datarax.sources.read_ahead`); this module says what to read when.
-* **handing out** — :meth:`HostReader.next_batch` (:meth:`~HostReader.peek_batch`, then
-  :meth:`~HostReader.commit`) hands out exactly ``batch_size`` records (fewer only at the
-  epoch's end) in epoch order as a :class:`ReadBatch`: ``columns`` (stacked numpy
-  arrays), ``indices`` (stable indices, for per-record random keys) and ``end`` (epoch
-  positions consumed — all a state needs). A pipeline's worker peeks while its consumer
-  commits, so :attr:`position` stays what was handed out; ``start(order, position=end,
-  skipped=...)`` continues exactly after it, read-ahead discarded, never counted.
-* **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
-  :class:`~datarax.core.errors.RecordError` naming the file, the record index in that file
-  (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the cause;
-  ``on_error="skip"`` drops the record, counts it (``HostReader.skipped`` for this epoch,
-  ``skipped_records()`` for the reports) and raises once the per-epoch budget
-  (``max_skipped`` and/or ``max_skipped_fraction`` of the epoch) is exceeded. Skips are
-  committed only when the handed-out position passes them, so a resumed reader
-  (``start(..., skipped=state_count)``) skips exactly the same records and counts them once.
-* **closing** — :meth:`HostReader.stop` ends the session (reads cancelled, threads joined,
-  the next epoch's reads dropped too); :meth:`HostReader.close` also ends the decode processes.
+It turns a ``data`` object (``len``, ``data[i]``, ideally the batched
+``data.__getitems__(indices)``) and a ``decode(raw) -> dict`` into batches of numpy
+arrays: ``num_threads`` threads read chunks of an
+:class:`~datarax.sources.epoch_order.EpochOrder` (:mod:`~datarax.sources.chunk_reads`),
+at most ``read_ahead`` chunks ahead, and go on with the next epoch's
+(:func:`following_order`) once an epoch's reads are done; :meth:`HostReader.next_batch`
+(peek, then commit) hands out exactly ``batch_size`` records as a :class:`ReadBatch`.
+The position is what was handed out, never what was read ahead, and skips are
+committed only as it passes them (:mod:`~datarax.sources.skip_ledger`), so
+``start(order, position, skipped)`` resumes exactly. The engine (sessions, threads,
+ordered chunks) is :mod:`datarax.sources.read_ahead`; docs/architecture.md, "The host
+path", tells the whole.
 
 Example:
     >>> import numpy as np

@@ -1,19 +1,13 @@
 """``decode_images``: a ready ``decode=`` for encoded image fields of any size.
 
-A dataset written by ``datarax convert`` / :func:`~datarax.dataset.write_dataset` keeps
-images as their PNG / JPEG bytes; when their sizes vary, a batch needs them cut to one
-size first, on the host, before the compiled stages. ``decode_images(field, ...)``
-returns an :class:`ImageDecoder` to pass as ``decode=`` to
-:class:`~datarax.sources.ArrayRecordSourceModule`: it decodes that field (libjpeg-turbo
-through ``simplejpeg`` when installed, else Pillow; :mod:`datarax.dataset.image_decode`)
-into ``uint8 (height, width, 3)`` with torchvision's geometry, and passes every other
-field through as the dataset's metadata says. It runs where every ``decode`` runs: on
-the reader threads, or in the ``decode_processes`` workers.
-
-The random crop of a record is drawn from its own key — ``(seed, epoch, stable record
-index)`` — never from a shared stream, so it is the same at any batch size, with any
-number of reader threads or decode processes or hosts, and after a resume; it changes
-from epoch to epoch.
+A dataset written by ``datarax convert`` keeps images as their PNG / JPEG bytes; when
+sizes vary, a batch needs them cut to one size on the host. :class:`ImageDecoder`
+decodes the field (``simplejpeg`` when installed, else Pillow:
+:mod:`datarax.dataset.image_decode`) into ``uint8 (height, width, 3)`` with
+torchvision's geometry and passes the other fields through as the metadata says, on the
+reader threads or the ``decode_processes`` workers. A random crop is drawn from the
+record's own key ``(seed, epoch, stable index)``, so it does not depend on batch size,
+threads, processes, hosts or resume.
 
 Example:
     >>> import io, os, tempfile

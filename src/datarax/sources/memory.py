@@ -41,8 +41,7 @@ from datarax.sources.source_call import (
 from datarax.typing import Batch
 
 #: a shuffled source of up to this many records reads an epoch through a table of its
-#: order built on the host (:meth:`MemorySource.epoch_step_inputs`; ~5-20 ms at 50,000; the
-#: next epoch's is built and placed ahead, :mod:`datarax.sources.order_tables`)
+#: order built on the host (:mod:`datarax.sources.order_tables`)
 SHUFFLE_TABLE_MAX = 1 << 17
 
 #: the calls MemorySource accepts, named when its arguments are mixed up
@@ -134,8 +133,7 @@ class MemorySource(IndexedSource):
         name: str | None = None,
         **settings: Any,
     ) -> None:
-        # config is positional-only so that config= (and more arguments) reach us, and a
-        # mix-up gets a ConfigError naming the accepted forms, not Python's TypeError
+        # positional-only: a mix-up gets a ConfigError naming the forms, not a TypeError
         config = config_keyword("MemorySource", config, data, extra, settings,
                                 data_name="data", forms=_CALL_FORMS)
         config = source_config(type(self), config, settings)
@@ -143,9 +141,7 @@ class MemorySource(IndexedSource):
         expected = MemorySourceConfig if type(self) is MemorySource else StructuralConfig
         check_config_and_data("MemorySource", config, expected, data, data_name="data",
                               call="MemorySource(MemorySourceConfig(), data=...)")
-        if rngs is not None and config.shuffle:
-            # rngs seeds the order: the drawn seed becomes config.seed, so a saved state
-            # names it and a restore into a source seeded otherwise is refused.
+        if rngs is not None and config.shuffle:  # the drawn seed: config.seed, in states
             config = dataclasses.replace(config, seed=_draw_seed(rngs))
         super().__init__(config, rngs=rngs, name=name)
         flat = to_columns(data, config.cast_float64)
@@ -161,10 +157,8 @@ class MemorySource(IndexedSource):
         return self.__length
 
     def get_state(self) -> dict[str, Any]:
-        """The position and settings (see ``DataSourceModule.get_state``); a shuffled
-        source adds ``records``, its number of records: its order is a permutation of
-        them, so :meth:`set_state` refuses a state of another count (which would serve
-        some records twice and others never). A state without it restores as before.
+        """The position and settings; a shuffled source adds ``records``, its number of
+        records, so :meth:`set_state` refuses a state of another count.
 
         Example:
             >>> src = MemorySource(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(4)})
@@ -270,8 +264,7 @@ class MemorySource(IndexedSource):
         order = self.__store.bound_order()
         if order is not None:  # one epoch's order (epoch_step_inputs): rows past it dropped
             within = positions - order["base"].astype(positions.dtype)
-            # lax.clamp, not jnp.clip (the same values): jnp.clip is a jitted wrapper
-            # whose first trace in a process costs a step's trace ~3-8 ms
+            # lax.clamp, not jnp.clip: jnp.clip is a jitted wrapper, traced once more
             within = jax.lax.clamp(np.asarray(0, within.dtype), within,
                                    np.asarray(self.__length - 1, within.dtype))
             return gather_rows(order["order"], within)
@@ -324,9 +317,8 @@ class MemorySource(IndexedSource):
 
     def spec_from_own_reads(self) -> bool:
         """True where :meth:`element_spec` and the reads are MemorySource's own: the spec
-        is then read off the very columns the reads gather, and the traced comparison of
-        the two that a Pipeline makes for other indexed sources (two traces of
-        ``get_batch_at``, ~3-7 ms) has nothing to find."""
+        is read off the columns the reads gather, so a Pipeline need not trace
+        ``get_batch_at`` to compare them."""
         return type(self).element_spec is MemorySource.element_spec and self.reads_by_position()
 
     def element_spec(self) -> dict[str, Any]:
@@ -363,11 +355,9 @@ def _draw_seed(rngs: nnx.Rngs) -> int:
 class _ColumnStore:
     """The records of a MemorySource, kept out of NNX state.
 
-    ``columns`` (a nested dict of device arrays, one record a row: the gather layout
-    of :class:`~datarax.sources.memory_columns.DeviceColumn`) is what the compiled step
-    receives as arguments (:meth:`bind`), never as constants; ``record_shapes`` gives
-    each field's record shape back (:meth:`shaped`); ``host`` maps the path of each
-    text field to its ``object`` array. NNX sees this holder as static structure; it
+    ``columns`` (device arrays in the gather layout of
+    :class:`~datarax.sources.memory_columns.DeviceColumn`) reach the compiled step as
+    arguments (:meth:`bind`), never constants; ``host`` holds the text fields. It
     compares equal to any holder of the same fields, shapes and dtypes, so equally
     shaped sources share one compiled step.
     """
