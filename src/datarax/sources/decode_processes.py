@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 # host-side pieces only: a worker process imports this module, and neither JAX nor Flax
-# (importing them cost each worker ~1.7 s of CPU at its start)
 from datarax.errors import ConfigError, DataraxError
 from datarax.host.arrays import fresh_aligned, seal
 from datarax.host.counts import check_count

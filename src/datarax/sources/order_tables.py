@@ -35,7 +35,6 @@ import numpy as np
 from datarax.samplers.index_shuffle import index_shuffle_jnp, index_shuffle_np
 
 #: tables (and placed orders) kept: the current epoch's and the next, of a few sources
-#: (a placed order holds 4 bytes a record on the device, 512 KiB at most)
 KEEP = 4
 #: seconds the worker waits before making an order of at least ``DELAY_FROM`` records
 #: asked ahead: the pass that asked is starting, and the worker's Python would take the

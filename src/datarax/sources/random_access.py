@@ -304,9 +304,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self._check_open()
         reader = self.host_reader
         epoch, index = self.epoch, self.index
-        # One step under the reader's lock: a pipeline's read-ahead thread peeking now
-        # finishes first (then it stands past the position) or peeks after, in a session
-        # this read ended; either way these are the records after the position.
+        # under the reader's lock: a concurrent peek of a pipeline's read-ahead comes wholly
+        # before this read or after it, in an ended session
         with reader.sessions.lock:
             stands = (reader.position, reader.cursor, reader.epoch)
             if reader.active and stands != (index, index, epoch):
