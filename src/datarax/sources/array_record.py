@@ -67,8 +67,7 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
 
     Attributes:
         seed: shuffle seed, an int in ``[0, 2**32)``; epoch ``e`` uses ``seed + e``.
-        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
-            is unbounded. A Pipeline runs one pass per ``for batch in pipeline``.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
         shuffle_files: serve records in a new global Feistel permutation each epoch
             (across all files) instead of file order.
         shuffle_window: with ``shuffle_files``, shuffle within windows of this many
@@ -84,9 +83,8 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
         on_error: ``"raise"`` (default) stops at a record that cannot be read or
             decoded, naming file, record index and cause; ``"skip"`` drops it, counts
             it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
-        max_skipped: with ``"skip"``, most records one epoch may skip (None: no limit).
-        max_skipped_fraction: with ``"skip"``, most records one epoch may skip as a
-            fraction of its records (None: no limit).
+        max_skipped, max_skipped_fraction: with ``"skip"``, most records one epoch may
+            skip, in all and as a fraction of its records (None: no limit).
         cast_float64: cast ``float64`` values ``decode`` returns to ``float32`` while
             ``jax_enable_x64`` is off (without it they are refused). 64-bit ints are
             narrowed to ``int32`` when they fit, refused naming the record when not;

@@ -60,8 +60,7 @@ class ConcatSourceConfig(StructuralConfig):
 
     Attributes:
         num_parts: how many sources are concatenated.
-        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
-            unbounded. A Pipeline runs one pass per ``iter(pipeline)``.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
     """
 
     num_parts: int = 1

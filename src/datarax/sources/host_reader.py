@@ -91,13 +91,11 @@ class HostReader:
             requested ``batch_size``, see
             :func:`~datarax.sources.chunk_reads.chunk_positions`).
         max_chunk: the default ``chunk_size`` at most this many positions (whole batches,
-            at least one): block windows' reader threads then read neighbouring windows,
-            not far-apart ones the cache cannot hold at once.
+            at least one; :func:`~datarax.sources.array_record_remote.window_chunk`).
         policy: the :class:`ErrorPolicy` for bad records.
         name: how errors name the source (e.g. ``"ArrayRecordSourceModule"``).
         cast_float64: decoded ``float64`` values are cast to ``float32`` (else refused
-            while x64 is off). Decoded values follow :mod:`datarax.core.dtypes`: 64-bit
-            ints narrowed when they fit, Python ``int``/``float`` as JAX's defaults.
+            while x64 is off; :mod:`datarax.core.dtypes`).
         decode_batch: raw records of a chunk -> dict of stacked arrays (optional).
         decode_processes: worker processes that decode the chunks the threads fetch
             (0: the threads decode; see :mod:`datarax.sources.decode_processes`).
@@ -203,11 +201,8 @@ class HostReader:
 
     # ------------------------------------------------------------- sessions
     def start(self, order: EpochOrder, position: int = 0, skipped: int = 0) -> None:
-        """Begin (or resume) handing out ``order`` at epoch ``position``.
-
-        ``skipped`` is the number of records already skipped before ``position`` in
-        this epoch (from a saved state), so the skip budget continues exactly.
-        """
+        """Begin (or resume) handing out ``order`` at epoch ``position``, ``skipped``
+        records skipped before it this epoch (from a saved state)."""
         if self._closed:
             raise RuntimeError(f"{self.name} is closed; build a new source to read again.")
         with self.sessions.lock:
@@ -362,11 +357,9 @@ class HostReader:
 
     def next_batch(self, batch_size: int) -> ReadBatch | None:
         """The ``batch_size`` records after :attr:`position` (fewer at the epoch's end),
-        or None when done (the session then ends): a direct read, :meth:`peek_batch` and
-        :meth:`commit` in one step under the sessions' lock. It opens a new session, so
-        a read-ahead session (a pipeline's) ends here: its next peek raises
-        ``SessionEnded``, never reads past these records. What was read ahead is kept
-        only where nothing was assembled past :attr:`position`."""
+        or None when done: :meth:`peek_batch` and :meth:`commit` in one step under the
+        sessions' lock, in a new session (a pipeline's read-ahead session ends: its next
+        peek raises ``SessionEnded``)."""
         with self.sessions.lock:  # no peek of another thread between the check and the read
             if self._order is None:
                 raise RuntimeError(f"{self.name}: call start(order) before next_batch().")

@@ -57,12 +57,11 @@ class MemorySourceConfig(StructuralConfig):
         shuffle: serve records in a Feistel permutation, new each epoch (``seed + epoch``).
         seed: the permutation seed (an int in ``[0, 2**32)``), used when the source is
             built without ``rngs``; with ``rngs`` the order is seeded from ``rngs``.
-        track_metadata: iterating the source directly (``for e in source``) yields
-            :class:`~datarax.core.element.Element` objects carrying ``RecordMetadata``
-            (stable index, epoch, source name). A Pipeline's batches and its stages'
-            elements carry no metadata (``element.metadata`` is None in an operator).
-        num_epochs: passes that direct iteration (``for e in source``) makes; ``-1`` is
-            unbounded. A Pipeline always runs one pass per ``iter(pipeline)``.
+        track_metadata: direct iteration yields :class:`~datarax.core.element.Element`
+            objects carrying ``RecordMetadata`` (stable index, epoch, source name); a
+            Pipeline's batches carry none.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded (a Pipeline
+            runs one pass per ``iter(pipeline)``).
         cast_float64: cast ``float64`` (``complex128``) fields to ``float32``
             (``complex64``) while ``jax_enable_x64`` is off; without it they are refused.
     """
@@ -86,28 +85,16 @@ class MemorySource(IndexedSource):
 
     ``data`` is a dict of equal-length arrays (records along axis 0; a nested dict
     gives nested fields) or a sequence of records, each a dict of scalars, arrays or
-    strings. Values follow datarax's one dtype policy (:mod:`datarax.core.dtypes`)
-    while ``jax_enable_x64`` is off: ``int64``/``uint64`` become ``int32`` when every
-    value fits (a value that does not is refused, naming field, record and value);
-    ``float64`` is refused unless ``cast_float64=True``; Python numbers take JAX's
-    defaults (``int32``, ``float32``).
+    strings. Values follow :mod:`datarax.core.dtypes` while ``jax_enable_x64`` is off:
+    64-bit ints narrowed to ``int32`` when every value fits (else refused, naming the
+    value), ``float64`` refused unless ``cast_float64=True``. Text fields stay on the
+    host and reach batches as lists of ``str`` (the stages then run on the host).
 
-    Text fields (numpy string/``object`` arrays of ``str``, lists of ``str``) stay on
-    the host as ``object`` arrays: batches carry them as lists of ``str`` gathered by
-    the same record indices as the device fields, and the pipeline's stages then run
-    on the host, where operators receive them (numeric fields are still gathered by
-    the compiled step).
-
-    Shuffle order: with ``rngs`` given (and ``shuffle=True``), the permutation seed is
-    drawn from ``rngs`` (its ``shuffle`` stream if it has one, else ``default``), as
-    NNX modules draw their randomness from ``rngs``, and ``source.config.seed`` holds
-    the drawn seed; the given ``config.seed`` is used only when ``rngs`` is None. Build
-    the source the same way to resume it (a state saved under another seed is refused).
-
-    The records are not NNX state: ``nnx.state(source)`` holds the position and the
-    shuffle seed, not the dataset (the compiled step receives the arrays as arguments).
-    The source keeps its own copy of NumPy data: changing your arrays afterwards does
-    not change its records (:mod:`datarax.core.owned`).
+    With ``rngs`` (and ``shuffle=True``) the permutation seed is drawn from ``rngs``
+    (its ``shuffle`` stream, else ``default``) and stored as ``config.seed``; build the
+    source the same way to resume it. ``nnx.state(source)`` holds the position and the
+    seed, not the records; the source keeps its own copy of NumPy data
+    (:mod:`datarax.core.owned`).
 
     Example:
         >>> import numpy as np
@@ -193,13 +180,8 @@ class MemorySource(IndexedSource):
 
     @property
     def data(self) -> dict[str, Any]:
-        """The device fields, records along axis 0 (inside the compiled step: its
-        arguments). Text fields are in :attr:`host_data`.
-
-        A field whose records have two or more axes is kept on the device one record a
-        row (the layout accelerators gather fastest, see
-        :func:`~datarax.sources.memory_columns.row_major`); ``data`` shows it in the
-        records' own shape."""
+        """The device fields in the records' own shape, records along axis 0 (inside the
+        compiled step: its arguments); text fields are in :attr:`host_data`."""
         return self.__store.shaped(self.__store.current())
 
     @property
@@ -211,11 +193,10 @@ class MemorySource(IndexedSource):
         return self.__store.columns
 
     def epoch_step_inputs(self, epoch: int) -> Any:
-        """:meth:`step_inputs` for a step that keeps only records of epoch ``epoch``
-        (rows it reads past that epoch are dropped: a padded last batch). A shuffled
-        source of up to ``SHUFFLE_TABLE_MAX`` records adds that epoch's order, built on
-        the host (the same permutation, bit for bit): the step gathers from it instead
-        of running the Feistel cipher, which takes most of its compile.
+        """:meth:`step_inputs` for a step that keeps only records of epoch ``epoch``. A
+        shuffled source of up to ``SHUFFLE_TABLE_MAX`` records adds that epoch's order
+        (the same permutation, built on the host): the step gathers from it instead of
+        running the Feistel cipher, which takes most of its compile.
 
         >>> src = MemorySource(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(4)})
         >>> columns, order = src.epoch_step_inputs(1)
@@ -271,23 +252,17 @@ class MemorySource(IndexedSource):
         return epoch_permutation_jnp(positions, self.__length, self.permutation_seed.get_value())
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
-        """Stable index (position in ``data``) of each record ``get_batch_at`` serves.
-
-        Traced (inside a compiled step) the permutation runs in ``jnp``; called with a
-        concrete ``start`` (a mixture reading on the host) the same permutation runs in
-        NumPy, which compiles nothing per call.
-        """
+        """Stable index (position in ``data``) of each record ``get_batch_at`` serves:
+        traced, in ``jnp``; with a concrete ``start``, the same permutation in NumPy
+        (nothing compiled per call)."""
         if not isinstance(start, jax.core.Tracer):
             dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
             return jnp.asarray(self._host_indices(int(start), size), dtype=dtype)
         return self._positions_to_indices(jnp.arange(size, dtype=jnp.int32) + start)
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
-        """``size`` records from global position ``start`` (wrapping into the next epoch).
-
-        Inside a compiled step only the device fields are gathered (the pipeline adds
-        the text fields on the host); called directly, text fields come too.
-        """
+        """``size`` records from global position ``start`` (wrapping into the next epoch);
+        inside a compiled step the device fields only (the pipeline adds the text)."""
         return self.__read(start, size, key)[0]
 
     def get_batch_and_indices_at(
@@ -374,8 +349,7 @@ class _ColumnStore:
         self._bound = threading.local()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        """The records never change (device arrays, text arrays no one writes), so a
-        copy of the source shares them."""
+        """The records never change, so a copy of the source shares them."""
         return self
 
     def __getstate__(self) -> dict[str, Any]:
@@ -422,11 +396,8 @@ class _ColumnStore:
         return getattr(self._bound, "order", None)
 
     def merge(self, device: Batch, indices: Any, *, single: bool = False) -> Batch:
-        """``device`` fields plus the text fields at ``indices``, in the data's field order.
-
-        A batch carries text as lists (of ``str``, or of arrays for shaped text); one
-        record (``single``) carries the value itself.
-        """
+        """``device`` fields plus the text fields at ``indices`` (a batch's as lists, one
+        record's as the value), in the data's field order."""
         flat = flatten(device)
         for path, column in self.host.items():
             flat[path] = column[indices] if single else list(column[np.asarray(indices)])

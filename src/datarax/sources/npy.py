@@ -62,16 +62,13 @@ class NpySourceConfig(BadRecordFields, StructuralConfig):
     """Configuration of :class:`NpySource`.
 
     Attributes:
-        paths: one ``.npy`` file, a list of shards (records numbered across them in
-            that order), or a mapping ``{field: file or list of shards}``. Stored as a
-            tuple of paths, or a tuple of ``(field, paths)`` pairs for a mapping;
-            paths may be URLs (see the module docstring).
+        paths: one ``.npy`` file, a list of shards, or a mapping ``{field: file or
+            list of shards}``; stored as a tuple of paths, or of ``(field, paths)`` pairs.
         field: the field name of a single file or list (default ``"data"``); with a
             mapping the names come from its keys and ``field`` stays None.
         shuffle, seed: serve records in a Feistel permutation, new each epoch
             (``seed + epoch``); without ``shuffle``, in file order.
-        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
-            is unbounded. A Pipeline runs one pass per ``for batch in pipeline``.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
         cast_float64: cast float64 shards to float32 while ``jax_enable_x64`` is off
             (else they are refused; see :mod:`datarax.core.dtypes`).
         on_error, max_skipped, max_skipped_fraction: the bad-record policy, as in
