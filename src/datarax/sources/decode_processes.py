@@ -145,8 +145,7 @@ class DecodeProcesses:
         self.name = name
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        # chunks in the pool: no more than workers, so none waits there (at interpreter
-        # exit the pool finishes every chunk it holds before the process may end)
+        # chunks in the pool: no more than workers (at exit the pool finishes all it holds)
         self._slots = threading.BoundedSemaphore(count)
         # this source's files in shared memory (a worker that dies mid-chunk leaves one)
         self._shared = (os.path.join(SHARED_DIR, f"datarax-{os.getpid()}-{id(self):x}-")
