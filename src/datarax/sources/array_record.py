@@ -67,29 +67,24 @@ class ArrayRecordSourceConfig(BadRecordFields, StructuralConfig):
 
     Attributes:
         seed: shuffle seed, an int in ``[0, 2**32)``; epoch ``e`` uses ``seed + e``.
-        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
-            is unbounded. A Pipeline runs one pass per ``for batch in pipeline``.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
         shuffle_files: serve records in a new global Feistel permutation each epoch
             (across all files) instead of file order.
         shuffle_window: with ``shuffle_files``, shuffle within windows of this many
-            files instead (files in a new random order each epoch, records shuffled
-            within each window: :mod:`datarax.samplers.shard_window`), so a reader needs
-            only a window's files at a time — for a data set larger than its local
-            cache. None (default): one global permutation.
-        shuffle_block: with ``shuffle_window``, the windows are of *blocks* of about this
-            many bytes (``"8M"``, or an int) instead of whole files: runs of records of a
-            file cut at its chunks from its footer (:mod:`datarax.storage.blocks`). A
-            remote data set is then downloaded a block at a time, so the cache needs about
-            two windows of blocks, and each host downloads only the blocks of its share.
-            The order is a pure function of ``(seed, epoch, the files' footers,
-            shuffle_block, shuffle_window)``; None (default): a block is a file. A size
-            is kept in bytes (``"64K"`` becomes ``65536``), so equal sizes compare equal.
+            files instead (files in a new order each epoch, records shuffled within a
+            window: :mod:`datarax.samplers.shard_window`), so a reader needs only a
+            window's files at a time. None (default): one global permutation.
+        shuffle_block: with ``shuffle_window``, windows of *blocks* of about this many
+            bytes (``"8M"``, or an int; kept in bytes) instead of whole files: runs of a
+            file's records cut at its chunks (:mod:`datarax.storage.blocks`), so a remote
+            data set downloads a block at a time (the cache needs about two windows) and
+            each host only its share's; the order is a function of ``(seed, epoch,
+            footers, shuffle_block, shuffle_window)``. None (default): a block is a file.
         on_error: ``"raise"`` (default) stops at a record that cannot be read or
             decoded, naming file, record index and cause; ``"skip"`` drops it, counts
             it (``source.skipped_records()``, ``get_state()["skipped"]``) and goes on.
-        max_skipped: with ``"skip"``, most records one epoch may skip (None: no limit).
-        max_skipped_fraction: with ``"skip"``, most records one epoch may skip as a
-            fraction of its records (None: no limit).
+        max_skipped, max_skipped_fraction: with ``"skip"``, most records one epoch may
+            skip, in all and as a fraction of its records (None: no limit).
         cast_float64: cast ``float64`` values ``decode`` returns to ``float32`` while
             ``jax_enable_x64`` is off (without it they are refused). 64-bit ints are
             narrowed to ``int32`` when they fit, refused naming the record when not;
@@ -163,59 +158,44 @@ class ArrayRecordSourceModule(RandomAccessSource):
     Args:
         config: an :class:`ArrayRecordSourceConfig`.
         paths: one file, a glob pattern (expanded and sorted), or a list of files
-            and/or patterns. Records are numbered across files in that order. A
-            dataset folder written by :func:`datarax.dataset.write_dataset` (or
-            ``datarax convert``), or a glob / list of its shards, needs no ``decode``:
-            its metadata gives the fields, and batches are decoded from it
-            (:attr:`dataset_info`). Given ``decode`` (or ``decode_batch``), a dataset
-            folder is its shards, in the metadata's order, each record passed to your
-            decode (e.g. for a field of variable shape). Any of these may be a URL (``s3://bucket/dataset``,
-            ``gs://...``, ``https://...``, any fsspec protocol; ``pip install
-            "datarax[remote]"``): the files are fetched into a local shard cache, read
-            ahead in the order each epoch uses them (see :mod:`datarax.storage`).
-        decode: ``bytes -> dict`` of arrays for one record (a flat dict: a nested
-            one is refused); every record must decode
-            to the same fields, shapes and dtypes as the first, and a text field to the
-            same ``str`` or ``bytes`` (a record that differs is a ``RecordError``).
-            Default: the raw bytes as a ``uint8`` vector under ``"record"``. For
-            images of varying size, :func:`datarax.decode_images` is one ready made
-            (resize, centre crop, random resized crop per record).
+            and/or patterns; records are numbered across files in that order. A dataset
+            folder written by :func:`datarax.dataset.write_dataset` (or a glob / list of
+            its shards) needs no ``decode``: its metadata gives the fields
+            (:attr:`dataset_info`); given ``decode``, its shards are read in the
+            metadata's order. Any of these may be a URL (any fsspec protocol; ``pip
+            install "datarax[remote]"``), fetched into a local shard cache
+            (:mod:`datarax.storage`).
+        decode: ``bytes -> dict`` of arrays for one record (a flat dict); every record
+            must decode to the fields, shapes and dtypes of the first (else a
+            ``RecordError``). Default: the raw bytes as a ``uint8`` vector under
+            ``"record"``. For images of varying size: :func:`datarax.decode_images`.
         decode_batch: optional ``list of bytes -> dict`` of arrays with one row per
-            record — the same arrays ``decode`` gives, stacked — for records of a fixed
-            layout that decode faster all at once (e.g. ``np.frombuffer(b"".join(raw),
-            np.uint8).reshape(-1, 32, 32, 3)``). Each chunk the reader threads read is
-            decoded by one call; a chunk whose columns do not match the first record's
-            fields, shapes and dtypes, or whose call raises, is decoded record by record
-            (so a bad record is still named). Without ``decode``, one record is decoded
-            as a batch of one.
+            record (``decode``'s arrays, stacked), for fixed-layout records, e.g.
+            ``np.frombuffer(b"".join(raw), np.uint8).reshape(-1, 32, 32, 3)``. One call
+            a chunk; a chunk that does not match the first record, or whose call raises,
+            is decoded record by record (so a bad record is named). Without ``decode``,
+            one record is decoded as a batch of one.
         rngs: ``nnx.Rngs`` (unused by reading; kept for the module contract).
         name: module name for metadata and messages.
         num_threads: reader/decoder threads (array_record releases the GIL).
-        read_ahead: how far the reader threads read and decode ahead of the consumer,
-            in batches rounded up to whole chunks (up to 16 batches, about 16 MiB each)
-            and at least one chunk per thread (docs/sources/array_record.md, "Reading
-            ahead"); default ``2 * num_threads``.
+        read_ahead: batches the reader threads read and decode ahead of the consumer,
+            rounded up to whole chunks, at least one a thread (docs/sources/array_record.md,
+            "Reading ahead"); default ``2 * num_threads``.
         decode_processes: worker processes that run ``decode`` / ``decode_batch`` on
-            the chunks the threads read (default 0: the threads decode). For a decode
-            in Python that keeps one core busy: threads share Python's lock, processes
-            do not, and the training loop's thread no longer waits for the lock. The
-            workers start on the first batch (a second or two: each imports datarax)
-            and end at :meth:`close`; position, resume and bad-record handling are
-            the same (:mod:`datarax.sources.decode_processes`).
+            the chunks the threads read, for a Python decode that holds the interpreter
+            lock (default 0: the threads decode). They start on the first batch and end
+            at :meth:`close` (:mod:`datarax.sources.decode_processes`).
         cache: for remote ``paths``, the :class:`~datarax.storage.ShardCache` (folder and
             size limit; default ``DATARAX_CACHE_DIR`` / ``DATARAX_CACHE_BYTES``).
         storage_options: for remote ``paths``, options of the fsspec filesystem
             (credentials, endpoint); by default each filesystem reads its own
             (``AWS_*`` variables for S3, ``AWS_ENDPOINT_URL`` included).
-        ranged_reads: for remote ``paths``, read each record by byte range from the
-            files' footers instead of downloading files: for a global shuffle of a data
-            set larger than the cache, or hosts that each read only their share. It
-            costs about a request per record read (neighbouring chunks share one).
+        ranged_reads: for remote ``paths``, read each record by byte range instead of
+            downloading files (a global shuffle of a data set larger than the cache, or
+            hosts reading only their share): about a request per record read.
 
-    It is a host source: a Pipeline calls :meth:`get_batch_with_indices`, which
-    returns the next batch of the epoch and each record's stable index (its number
-    across all files) for per-record random keys. ``get_state()`` is a few hundred
-    bytes whatever the data size.
+    A record's stable index is its number across all files; ``get_state()`` is a few
+    hundred bytes whatever the data size.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -253,8 +233,6 @@ class ArrayRecordSourceModule(RandomAccessSource):
         ranged_reads: bool = False,
         **settings: Any,
     ) -> None:
-        # config positional-only: config= beside the paths, or more arguments, reach
-        # config_keyword's ConfigError rather than Python's TypeError (as MemorySource)
         config = config_keyword("ArrayRecordSourceModule", config, paths, extra, settings,
                                 data_name="paths", forms=_CALL_FORMS)
         config = source_config(type(self), config, settings)
@@ -426,10 +404,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
         return order
 
     def stats(self) -> dict[str, Any] | None:
-        """The reader's timers, and for remote files ``"storage"``: downloads, cache hits,
-        retries (``throttled`` of them), resumed downloads, evictions, failed files and
-        seconds waited (:meth:`datarax.storage.RemoteShards.stats`), and the head start's
-        ranged reads (:meth:`datarax.storage.head_start.HeadStart.stats`)."""
+        """The reader's timers, and for remote files ``"storage"``
+        (:meth:`datarax.storage.RemoteShards.stats` and
+        :meth:`datarax.storage.head_start.HeadStart.stats`)."""
         out = super().stats()
         if self._remote is None:
             return out
@@ -442,16 +419,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
-        """Position as a small JSON-able dict.
-
-        ``current_index``: epoch positions consumed (records handed out plus records
-        skipped); ``current_epoch``; ``shuffled_indices``: ``{"seed", "epoch", "n"}``
-        regenerating the epoch's order (None without ``shuffle_files``; with
-        ``shuffle_window``, also ``"window"``);
-        ``prefetch_cache``: records read ahead but not handed out (informative; a
-        restore always starts with an empty cache); ``skipped``: records skipped
-        this epoch before ``current_index``; ``files``: a digest of the files' names
-        and record counts in order (:mod:`~datarax.sources.array_record_state`).
+        """Position as a small JSON-able dict: :meth:`RandomAccessSource.get_state`'s,
+        plus ``shuffled_indices`` (``{"seed", "epoch", "n"}`` regenerating the epoch's
+        order; None without ``shuffle_files``) and ``files``, a digest of the files'
+        names and record counts (:mod:`~datarax.sources.array_record_state`).
         """
         state = super().get_state()
         state["shuffled_indices"] = self.epoch_order(self.epoch).describe()

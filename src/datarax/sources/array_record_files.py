@@ -194,9 +194,8 @@ def _close_block(reader: Any) -> None:
     reader.close()
 
 
-#: bytes each read of a file pulls in at least. One page: a random record of a few KB
-#: costs the reader a fraction of the CPU it does with 32 KiB (3 KB records read at random:
-#: 0.74 -> 0.62-0.66 CPU s per 100,000), and sequential reads or large records read no slower.
+#: bytes each read of a file pulls in at least: one page keeps random reads of small
+#: records cheap, and sequential reads no slower (docs/benchmarks.md)
 READ_BUFFER_BYTES = 4096
 
 

@@ -113,8 +113,8 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
         # only where ranged reads cannot decode it: refused then if it does not fit)
         at_once = 0 if ranged else window or (len(objects) if config.shuffle_files else 1)
         try:
-            # a global shuffle needs every file at once: all of them read ahead, 16 at a
-            # time (4: its cold epoch 0.5x copy-then-read's on the S3 test server; 16: 0.8x)
+            # a global shuffle needs every file at once: all read ahead, 16 at a time
+            # (docs/benchmarks.md)
             remote = RemoteShards(objects, cache=cache, storage_options=storage_options,
                                   ahead=max(8, 2 * (window or 0), at_once), behind=at_once,
                                   threads=min(16, max(4, at_once)), stats=stats)
@@ -136,9 +136,8 @@ def remote_reading(objects: Sequence[RemoteObject], config: Any, *, cache: Shard
                 f"records, its dataset's metadata says {obj.records}; the folder mixes files "
                 "of different conversions. Convert the data again.", path=obj.url)
     blocks = FileBlocks.cut(footers, size).with_tails([tail_path(cache, o) for o in objects])
-    # a block's open handle reads its own copy: kept for the readers' chunks in flight (they
-    # span about two windows), not for every block (each costs its copy on the local disk);
-    # 8 blocks at a time (4: a cold epoch 0.69x copy-then-read's on the S3 test server; 8: 0.81x)
+    # open handles for the readers' chunks in flight (about two windows), not for every
+    # block (each costs its copy on the local disk); 8 blocks at a time (docs/benchmarks.md)
     remote = RemoteShards(blocks.objects(objects), cache=cache, storage_options=storage_options,
                           ahead=max(8, 2 * window), behind=window, handles=3 * window + 4,
                           threads=8, stats=stats)
@@ -184,11 +183,9 @@ def check_cache_for_processes(remote: RemoteShards, processes: int, ranged: bool
 
 def window_chunk(remote: Any, blocks: Any, window: int | None) -> int | None:
     """Block windows read through a cache of 2 windows or more: a reader thread's chunk
-    at most a window's records (on average), so the threads' chunks in flight read
-    neighbouring windows the cache holds together, not far-apart ones it evicts and
-    downloads again (8 files in 128 blocks, 3 windows, batch 256: 1.06-1.18x the files
-    an epoch with chunks of 12 windows, 0.95-1.07x with one batch; under 2 windows the
-    threads cannot each have theirs, and the default chunks refetch less). None: no cap."""
+    at most an average window's records, so the chunks in flight read neighbouring
+    windows the cache holds together, not far-apart ones it evicts and downloads again.
+    None: no cap (under 2 windows the default chunks refetch less)."""
     if remote is None or blocks is None or not window:
         return None
     largest = sorted((o.size for o in remote.objects), reverse=True)[:window]

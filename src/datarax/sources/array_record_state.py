@@ -2,12 +2,9 @@
 beyond its position and settings: the epoch's order (``shuffled_indices``) and the files
 its records are numbered across (``files``).
 
-A position counts records numbered across the files in the order given, so a state is
-only meaningful over the same files in the same order: ``files`` is a digest of each
-file's name (its last path component, so the same data set moved to another folder, a
-bucket or a local copy, still matches) and record count, in that order. A state saved
-over other files, or the same files listed in another order, is refused; a state
-without ``files`` (datarax before it) restores as before.
+``files`` digests each file's last path component (so a moved or copied data set still
+matches) and record count, in order: a state over other files, or in another order, is
+refused; a state without ``files`` is taken as is.
 
 Example:
     >>> a = files_digest(["/data/train-0.array_record", "/data/train-1.array_record"], [5, 7])

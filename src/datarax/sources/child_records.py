@@ -1,29 +1,19 @@
 """How a source that reorders other sources' records reads them: forward, from a place.
 
-:class:`~datarax.sources.interleave.InterleaveSource` and
-:class:`~datarax.sources.shuffle_buffer.ShuffleBufferSource` serve their children's
-records in an order of their own, reading each child forward from a place in its pass
-(``epoch``, ``position``). :class:`ChildRecords` is that read, for a child of either
-read mode (:func:`~datarax.core.reading.read_at`): a compiled child is gathered by
-positions (one traced shape, ``chunk`` records a gather); a cursor-mode child is moved to
-the place by the first read (``seek``: a stream reads its pass again up to there; its
-position alone, which ``nnx.update`` sets, does not say where its reader stands) and
-read forward, each read ending at a multiple of ``chunk`` (a resumed read reads as far
-ahead as the first did: a child that skips bad records inside, a flat map over skipping
-parts, meets an over-budget record at the same batch). Records read ahead of what was
-taken stay here (Python-only, never state): what the owner saves is
-:attr:`ChildRecords.position`, the child's next record not yet taken.
+:class:`ChildRecords` reads a child of either read mode (:func:`~datarax.core.reading.read_at`)
+forward from ``(epoch, position)`` for :class:`~datarax.sources.interleave.InterleaveSource`
+and :class:`~datarax.sources.shuffle_buffer.ShuffleBufferSource`: a compiled child is
+gathered by positions, ``chunk`` records a gather; a cursor-mode child is moved there by
+the first read (``seek``: its position alone does not say where its reader stands) and
+read in multiples of ``chunk``, so a resumed read meets an over-budget record at the same
+batch. Records read ahead stay here, never in state: the owner saves
+:attr:`ChildRecords.position`. A child whose position passes its skipped records
+(:func:`~datarax.core.reading.skips_in_position`) is read for exactly what is taken and
+seeked from its pass's start, so its skip budgets continue exactly.
 
-A child whose position passes the records it skips as bad
-(:func:`~datarax.core.reading.skips_in_position`) is read for exactly what is taken,
-so it stands, with its skip counts, at the taken records' end; a count of its records
-says no position of it, so the first read stands it at the start of its pass
-(``seek``: its skip counts start from none) and reads its records up to there again,
-as a stream's are: each skip budget continues exactly.
-
-:func:`share_of` keeps one process's share of a stream-kind source's outputs: record
-``i`` of each whole round of ``P`` (a partial last round is left out), as every stream
-in datarax does; :class:`ForwardReads` is how such a source serves its shard's batches.
+:func:`share_of` keeps one process's share of a stream's outputs (record ``i`` of each
+whole round of ``P``, as every datarax stream); :class:`ForwardReads` serves such a
+source's shard batches.
 
 Example:
     >>> import numpy as np

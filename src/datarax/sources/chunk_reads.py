@@ -38,11 +38,8 @@ from datarax.storage.errors import CacheFullError, RemoteStoreError
 if TYPE_CHECKING:
     from datarax.sources.epoch_order import EpochOrder
 
-# failures of this machine or the store, not of a record (a full shard cache or local
-# disk, a store down or refusing access): they stop the read under every on_error
-# policy, never become a skipped record; so does a package the decode needs and this
-# install lacks (an ImportError, or the MissingExtraError naming its extra), and a file
-# written over while the source reads it (SourceChangedError)
+# failures of this machine, the store, the install (a missing package) or a file written
+# over while read, not of a record: they stop the read under every on_error policy
 NOT_A_RECORD: tuple[type[Exception], ...] = (
     CacheFullError, RemoteStoreError, ImportError, SourceChangedError)
 
@@ -55,11 +52,9 @@ def chunk_positions(batch_size: int, spec: Mapping[str, Any] | None,
                     max_chunk: int | None = None) -> int:
     """Positions per batched read for batches of ``batch_size`` records of ``spec``:
     whole batches (so a batch is a view of one chunk) of about ``CHUNK_BYTES``, at most
-    ``MAX_CHUNK_BATCHES`` — each batched read of a file costs the reader a fixed amount
-    besides its records (array_record's read wakes its thread pool: 4,096 records of
-    3 KB from 8 files cost about 0.7x the CPU of twice 2,048), so fewer, larger reads
-    win until a chunk no longer fits the caches; 64 for batches under 64. With
-    ``max_chunk``, at most that many positions (whole batches, at least one).
+    ``MAX_CHUNK_BATCHES``: each batched read costs a fixed amount besides its records,
+    so fewer, larger reads win until a chunk outgrows the caches (docs/benchmarks.md);
+    64 for batches under 64. With ``max_chunk``, at most that many (whole batches).
 
     >>> chunk_positions(256, {"x": np.zeros((32, 32, 3), np.uint8)})  # 768 KiB a batch
     4096

@@ -1,25 +1,18 @@
 """``ConcatSource``: several sources one after another, usable wherever a source is.
 
-One epoch of the concatenation is each part's epoch in turn: epoch ``e`` serves part
-0's pass ``e`` (in its own order, shuffled or not), then part 1's pass ``e``, and so
-on. Parts must carry the same fields (names, per-record shapes, dtypes).
+Epoch ``e`` serves part 0's pass ``e`` (in its own order), then part 1's, and so on;
+parts carry the same fields. The kind follows the parts: all indexed — indexed, compiled
+into the step; all of known length — a host source whose one-number position is a seek
+(the state adds ``skipped``, ``skipped_by_part`` and ``part_skips`` for parts that skip
+bad records); else a stream, resumed by reading the epoch again.
 
-The kind follows the parts: every part indexed (fields on the device) — indexed, the
-whole concatenation compiled into the step; every part of known length — a host source
-whose position is one number, each part's derived from it, so a resume is a seek (the
-state adds ``skipped`` and ``skipped_by_part`` for parts that skip bad records, and
-``part_skips``, the counts of a concatenation part standing at the position); a part of
-unknown length — a stream, resumed by reading the epoch again up to the position.
-
-A record's stable index (what per-record keys come from) is its part's plus the
-:func:`~datarax.core.lengths.stable_index_span` of the parts before it: for parts of
-plain sources, their lengths. Where a part before the last has unbounded stable indices
-(a mixture's count draws across passes), part ``i``'s record of stable index ``s`` is
-``s * num_parts + i`` instead, so no two records of an epoch share one (the setting
-``stable_index_version`` is 2; before it, such a concatenation gave two records of an
-epoch one key). A stream concatenation's is the record's position in the pass. A state
-saved by another concatenation is refused, naming the first of
-:meth:`ConcatSource.order_settings` that differs.
+A record's stable index is its part's plus the
+:func:`~datarax.core.lengths.stable_index_span` of the parts before it (their lengths,
+for plain sources); where a part before the last has unbounded stable indices (a
+mixture), it is ``s * num_parts + i`` so no two records of an epoch share one
+(``stable_index_version`` 2); a stream concatenation's is the position in the pass. A
+state of another concatenation is refused, naming the first differing
+:meth:`ConcatSource.order_settings`.
 
 Example:
     >>> import numpy as np
@@ -67,8 +60,7 @@ class ConcatSourceConfig(StructuralConfig):
 
     Attributes:
         num_parts: how many sources are concatenated.
-        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
-            unbounded. A Pipeline runs one pass per ``iter(pipeline)``.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
     """
 
     num_parts: int = 1

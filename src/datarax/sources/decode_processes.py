@@ -1,27 +1,15 @@
 """``DecodeProcesses``: chunks of records read and decoded in worker processes.
 
-With threads, a user's Python ``decode`` holds the interpreter lock, so decoding uses
-one core and the training loop waits for it. With ``decode_processes=n`` each reader
-thread hands its chunk (positions ``[start, stop)`` of the epoch order) to one of ``n``
-worker processes, which read, decode, check and stack it exactly as a thread would
-(:meth:`~datarax.sources.chunk_reads.ChunkReads.read`); only the decoded arrays come back:
-a column of 1 MiB or more (a chunk of decoded images) as a file in shared memory
-(``/dev/shm``) that the source's process reads straight into its batch array and removes,
-one copy each side instead of pickling it through a pipe; smaller ones, and every column
-where there is no ``/dev/shm``, pickled.
-
-At most ``n`` chunks are in the pool at a time (a reader thread with another waits its
-turn here): at interpreter exit the pool lets the chunks it holds finish before the
-process ends, so only those being decoded do.
-
-Invariant: the epoch order, the position, the read-ahead bound and every decision about
-bad records stay in the source's process (a worker only reports which records failed
-and why), so resume and skip accounting are those of threads. Workers are ``spawn``-ed
-once the first record's structure is known, live until the source is closed, and end
-themselves when their parent process is gone. A worker imports neither JAX nor Flax (the
-modules it loads use :mod:`datarax.host`; it gets each chunk's stable indices, not the
-epoch order, and its parent's ``jax_enable_x64``); ``docs/sources/array_record.md`` says
-what travels to them (``cloudpickle``) and why a script needs a ``__main__`` guard.
+A Python ``decode`` on threads holds the interpreter lock; with ``decode_processes=n``
+each reader thread hands its chunk to one of ``n`` ``spawn``-ed workers, which read,
+decode, check and stack it as a thread would
+(:meth:`~datarax.sources.chunk_reads.ChunkReads.read`). Only the arrays come back: a
+column of 1 MiB or more as a file in ``/dev/shm`` read straight into the batch, smaller
+ones pickled. At most ``n`` chunks are in the pool, so at exit only those being decoded
+finish. Invariant: order, position, read-ahead bound and bad-record decisions stay in
+the source's process (a worker reports failures), so resume and skips are those of
+threads. A worker imports neither JAX nor Flax; docs/sources/array_record.md says what
+travels to it and why a script needs a ``__main__`` guard.
 
 Example:
     >>> import numpy as np
@@ -55,7 +43,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 # host-side pieces only: a worker process imports this module, and neither JAX nor Flax
-# (importing them cost each worker ~1.7 s of CPU at its start)
 from datarax.errors import ConfigError, DataraxError
 from datarax.host.arrays import fresh_aligned, seal
 from datarax.host.counts import check_count
@@ -158,8 +145,7 @@ class DecodeProcesses:
         self.name = name
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        # chunks in the pool: no more than workers, so none waits there (at interpreter
-        # exit the pool finishes every chunk it holds before the process may end)
+        # chunks in the pool: no more than workers (at exit the pool finishes all it holds)
         self._slots = threading.BoundedSemaphore(count)
         # this source's files in shared memory (a worker that dies mid-chunk leaves one)
         self._shared = (os.path.join(SHARED_DIR, f"datarax-{os.getpid()}-{id(self):x}-")

@@ -108,12 +108,10 @@ def stack_values(values: list[Any]) -> np.ndarray:
 
 
 def _stack_into(column: np.ndarray, values: list[np.ndarray]) -> None:
-    """Fill ``column`` (one row per value; shapes and dtypes already checked) with
-    ``values``: their bytes joined in one pass when each is C-contiguous (one copy, which
-    releases Python's lock once; a copy value by value releases it for each, and each
-    release wakes the threads waiting for it), else by ``np.concatenate``. Records of 64 KiB
-    and more (decoded images) are stacked by NumPy straight into the column: the join's
-    temporary copy of the whole chunk then costs several times the copy itself."""
+    """Fill ``column`` (shapes and dtypes already checked) with ``values``: their bytes
+    joined in one pass when C-contiguous (Python's lock released once, not per value),
+    else by ``np.concatenate``; records of 64 KiB and more are stacked straight into the
+    column (the join's temporary copy would cost more than the copy itself)."""
     if values and column.nbytes >= len(values) << 16:
         np.stack(values, out=column)
         return

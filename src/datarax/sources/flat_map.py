@@ -1,32 +1,23 @@
 """``FlatMapSource``: each record of a source turned into 0 .. k records.
 
-``fn(record)`` receives one record of the parent source (a dict of numpy values;
-text as ``str``) and returns a list of records (dicts of the same fields, shapes
-and dtypes each time): several crops of an image, the sliding windows of a long
-sequence, nothing for a record to drop. Output records are served in order, parent
-record by parent record, and batched like any source's.
+``fn(record)`` receives one parent record (a dict of numpy values; text as ``str``) and
+returns a list of records of the same fields, shapes and dtypes each time (several
+crops, the windows of a long sequence, nothing to drop it); they are served in order.
+It is a stream-kind source on the host (an epoch's length is unknown until read); for a
+fixed fan-out on the compiled path, compute the ``k`` outputs in one operator instead.
 
-It runs on the host for a parent of any kind, and is a stream-kind source: ``fn`` is
-plain Python and may return any number of records, so an epoch's length is unknown
-until it is read. For a fixed fan-out on the compiled path, compute the ``k`` outputs in
-one operator instead and keep a validity field.
-
-* **Resume** is exact, with O(1) state: the position plus ``cursor`` =
-  ``[parent position, output offset]`` of the next output; a restore re-reads that
-  one parent record and skips ``offset`` of its outputs. ``fn`` must be a function of
-  the record alone (no randomness of its own; add a stochastic stage after it). Over a
-  parent that skips bad records (``on_error="skip"``) a read's records do not say their
-  positions: the cursor then names where the read began and the outputs passed since,
-  and ``parent_skipped`` the parent's skip count there (its budget continues exactly;
-  a parent concatenation's counts by part, as its state keeps them, in ``parent_skips``).
+* **Resume** is exact with O(1) state: the position plus ``cursor`` = ``[parent
+  position, output offset]``; a restore re-reads that parent record. ``fn`` must be a
+  function of the record alone (add randomness in a later stage). Over a parent that
+  skips bad records the cursor names where the read began, and ``parent_skipped`` /
+  ``parent_skips`` the parent's skip counts there.
 * **Per-record keys** come from the stable index ``parent_stable * max_outputs +
-  offset``: the same output gets the same key at any batch size and after any resume
-  (past ``2**32`` too: :func:`~datarax.core.lengths.wide_stable_indices`).
-* **Shards**: every process reads the whole parent and keeps record ``i`` of each
-  round of ``P`` outputs (a partial last round is left out), so every process takes
-  the same number of steps.
-* **Checks**: an output unlike the first one (fields, shapes, dtypes), more than
-  ``max_outputs`` outputs, or anything but a list of dicts is refused naming the record.
+  offset``, the same at any batch size and after any resume
+  (:func:`~datarax.core.lengths.wide_stable_indices` past ``2**32``).
+* **Shards**: every process reads the whole parent and keeps record ``i`` of each whole
+  round of ``P`` outputs.
+* **Checks**: an output unlike the first, more than ``max_outputs`` outputs, or anything
+  but a list of dicts is refused naming the record.
 
 Example:
     >>> import numpy as np

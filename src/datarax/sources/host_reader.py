@@ -1,42 +1,17 @@
 """``HostReader``: the one threaded reader every random-access host source reuses.
 
-A random-access host source (ArrayRecord files, a TFDS ``data_source``, ...) owns an
-object ``data`` with ``len(data)`` and ``data[i]`` (and, better, the batched
-``data.__getitems__(list_of_indices)``), plus a ``decode(raw) -> dict`` function.
-``HostReader`` turns that into batches of numpy arrays:
-
-* **order** — an :class:`~datarax.sources.epoch_order.EpochOrder` maps each epoch
-  position of this shard to a stable record index (sequential or Feistel-shuffled by
-  ``seed + epoch``) in O(1) memory.
-* **reading ahead** — ``num_threads`` worker threads read *chunks* of consecutive
-  positions with one batched read each (``__getitems__``), decode every record, check
-  it against the first record's structure and stack the fields
-  (:class:`~datarax.sources.chunk_reads.ChunkReads`; with ``decode_processes`` a worker
-  process does, :mod:`datarax.sources.decode_processes`); at most ``read_ahead`` chunks
-  are queued or ready (bounded memory), a session's first batch read first and alone.
-  Once an epoch's reads are all done the threads go on with the next epoch's (same
-  order, ``epoch + 1``: :func:`following_order`) within the same bound; a session
-  handed out to its end keeps them, and :meth:`HostReader.start` of that epoch at
-  position 0 takes them over, so an epoch switch waits no longer than a steady batch.
-  The threads, the ordered chunks, the sessions and the cursor are the read-ahead
-  engine's (:mod:`datarax.sources.read_ahead`); this module says what to read when.
-* **handing out** — :meth:`HostReader.next_batch` (:meth:`~HostReader.peek_batch`, then
-  :meth:`~HostReader.commit`) hands out exactly ``batch_size`` records (fewer only at the
-  epoch's end) in epoch order as a :class:`ReadBatch`: ``columns`` (stacked numpy
-  arrays), ``indices`` (stable indices, for per-record random keys) and ``end`` (epoch
-  positions consumed — all a state needs). A pipeline's worker peeks while its consumer
-  commits, so :attr:`position` stays what was handed out; ``start(order, position=end,
-  skipped=...)`` continues exactly after it, read-ahead discarded, never counted.
-* **bad records** — :class:`ErrorPolicy`: ``on_error="raise"`` (default) raises
-  :class:`~datarax.core.errors.RecordError` naming the file, the record index in that file
-  (via the ``locate(stable_index) -> (path, index_in_file)`` callback) and the cause;
-  ``on_error="skip"`` drops the record, counts it (``HostReader.skipped`` for this epoch,
-  ``skipped_records()`` for the reports) and raises once the per-epoch budget
-  (``max_skipped`` and/or ``max_skipped_fraction`` of the epoch) is exceeded. Skips are
-  committed only when the handed-out position passes them, so a resumed reader
-  (``start(..., skipped=state_count)``) skips exactly the same records and counts them once.
-* **closing** — :meth:`HostReader.stop` ends the session (reads cancelled, threads joined,
-  the next epoch's reads dropped too); :meth:`HostReader.close` also ends the decode processes.
+It turns a ``data`` object (``len``, ``data[i]``, ideally the batched
+``data.__getitems__(indices)``) and a ``decode(raw) -> dict`` into batches of numpy
+arrays: ``num_threads`` threads read chunks of an
+:class:`~datarax.sources.epoch_order.EpochOrder` (:mod:`~datarax.sources.chunk_reads`),
+at most ``read_ahead`` chunks ahead, and go on with the next epoch's
+(:func:`following_order`) once an epoch's reads are done; :meth:`HostReader.next_batch`
+(peek, then commit) hands out exactly ``batch_size`` records as a :class:`ReadBatch`.
+The position is what was handed out, never what was read ahead, and skips are
+committed only as it passes them (:mod:`~datarax.sources.skip_ledger`), so
+``start(order, position, skipped)`` resumes exactly. The engine (sessions, threads,
+ordered chunks) is :mod:`datarax.sources.read_ahead`; docs/architecture.md, "The host
+path", tells the whole.
 
 Example:
     >>> import numpy as np
@@ -116,13 +91,11 @@ class HostReader:
             requested ``batch_size``, see
             :func:`~datarax.sources.chunk_reads.chunk_positions`).
         max_chunk: the default ``chunk_size`` at most this many positions (whole batches,
-            at least one): block windows' reader threads then read neighbouring windows,
-            not far-apart ones the cache cannot hold at once.
+            at least one; :func:`~datarax.sources.array_record_remote.window_chunk`).
         policy: the :class:`ErrorPolicy` for bad records.
         name: how errors name the source (e.g. ``"ArrayRecordSourceModule"``).
         cast_float64: decoded ``float64`` values are cast to ``float32`` (else refused
-            while x64 is off). Decoded values follow :mod:`datarax.core.dtypes`: 64-bit
-            ints narrowed when they fit, Python ``int``/``float`` as JAX's defaults.
+            while x64 is off; :mod:`datarax.core.dtypes`).
         decode_batch: raw records of a chunk -> dict of stacked arrays (optional).
         decode_processes: worker processes that decode the chunks the threads fetch
             (0: the threads decode; see :mod:`datarax.sources.decode_processes`).
@@ -228,11 +201,8 @@ class HostReader:
 
     # ------------------------------------------------------------- sessions
     def start(self, order: EpochOrder, position: int = 0, skipped: int = 0) -> None:
-        """Begin (or resume) handing out ``order`` at epoch ``position``.
-
-        ``skipped`` is the number of records already skipped before ``position`` in
-        this epoch (from a saved state), so the skip budget continues exactly.
-        """
+        """Begin (or resume) handing out ``order`` at epoch ``position``, ``skipped``
+        records skipped before it this epoch (from a saved state)."""
         if self._closed:
             raise RuntimeError(f"{self.name} is closed; build a new source to read again.")
         with self.sessions.lock:
@@ -387,11 +357,9 @@ class HostReader:
 
     def next_batch(self, batch_size: int) -> ReadBatch | None:
         """The ``batch_size`` records after :attr:`position` (fewer at the epoch's end),
-        or None when done (the session then ends): a direct read, :meth:`peek_batch` and
-        :meth:`commit` in one step under the sessions' lock. It opens a new session, so
-        a read-ahead session (a pipeline's) ends here: its next peek raises
-        ``SessionEnded``, never reads past these records. What was read ahead is kept
-        only where nothing was assembled past :attr:`position`."""
+        or None when done: :meth:`peek_batch` and :meth:`commit` in one step under the
+        sessions' lock, in a new session (a pipeline's read-ahead session ends: its next
+        peek raises ``SessionEnded``)."""
         with self.sessions.lock:  # no peek of another thread between the check and the read
             if self._order is None:
                 raise RuntimeError(f"{self.name}: call start(order) before next_batch().")

@@ -1,19 +1,13 @@
 """``decode_images``: a ready ``decode=`` for encoded image fields of any size.
 
-A dataset written by ``datarax convert`` / :func:`~datarax.dataset.write_dataset` keeps
-images as their PNG / JPEG bytes; when their sizes vary, a batch needs them cut to one
-size first, on the host, before the compiled stages. ``decode_images(field, ...)``
-returns an :class:`ImageDecoder` to pass as ``decode=`` to
-:class:`~datarax.sources.ArrayRecordSourceModule`: it decodes that field (libjpeg-turbo
-through ``simplejpeg`` when installed, else Pillow; :mod:`datarax.dataset.image_decode`)
-into ``uint8 (height, width, 3)`` with torchvision's geometry, and passes every other
-field through as the dataset's metadata says. It runs where every ``decode`` runs: on
-the reader threads, or in the ``decode_processes`` workers.
-
-The random crop of a record is drawn from its own key — ``(seed, epoch, stable record
-index)`` — never from a shared stream, so it is the same at any batch size, with any
-number of reader threads or decode processes or hosts, and after a resume; it changes
-from epoch to epoch.
+A dataset written by ``datarax convert`` keeps images as their PNG / JPEG bytes; when
+sizes vary, a batch needs them cut to one size on the host. :class:`ImageDecoder`
+decodes the field (``simplejpeg`` when installed, else Pillow:
+:mod:`datarax.dataset.image_decode`) into ``uint8 (height, width, 3)`` with
+torchvision's geometry and passes the other fields through as the metadata says, on the
+reader threads or the ``decode_processes`` workers. A random crop is drawn from the
+record's own key ``(seed, epoch, stable index)``, so it does not depend on batch size,
+threads, processes, hosts or resume.
 
 Example:
     >>> import io, os, tempfile
@@ -165,11 +159,9 @@ class ImageDecoder:
 
     def decode_chunk(self, raws: list[Any]) -> dict[str, np.ndarray]:
         """A chunk of records (bytes, or :class:`KeyedRecord` s for a random crop) as
-        columns, one row per record, the values :meth:`decode_record` gives: the other
-        fields split in one pass, each image decoded straight into its row of one batch
-        array (no per-record arrays or dicts to stack). The reader calls it for a whole
-        chunk; it raises on a bad record, which the reader then finds and names record
-        by record."""
+        columns, the values :meth:`decode_record` gives, each image decoded straight into
+        its row of one batch array; on a bad record it raises, and the reader names it
+        by decoding record by record."""
         if self.takes_record_keys and not all(isinstance(r, KeyedRecord) for r in raws):
             self(raws[0] if raws else b"")  # the error that says what is missing
         keys = [(r.raw, r.index, r.epoch) if isinstance(r, KeyedRecord) else (r, 0, 0)
@@ -265,14 +257,10 @@ def decode_images(
       ``(seed, epoch, stable record index)``.
 
     Every resize is PIL's bilinear (antialiased). ``draft`` (default on) decodes a large
-    JPEG at 1/2, 1/4 or 1/8 scale in the DCT domain when the box still has at least as
-    many pixels as the output, much faster, as Pillow's ``draft`` would (pixels within a
-    few levels of a full decode), hands PIL only a random crop's box, and resizes only
-    the part a centre crop keeps (within 1 level of resize-then-crop); ``draft=False``
-    decodes every image whole, torchvision's values exactly. Other fields
-    pass through as the dataset's metadata says. Pass the result as ``decode=`` (with
-    ``decode_processes=`` for more cores than the reader threads get). Flips,
-    normalization and the rest run as compiled stages on the fixed-shape batches.
+    JPEG at 1/2, 1/4 or 1/8 scale when the box keeps at least the output's pixels, and
+    resizes only the part a crop keeps (pixels within a few levels of a full decode);
+    ``draft=False`` gives torchvision's values exactly. Other fields pass through as the
+    dataset's metadata says. Flips, normalization and the rest run as compiled stages.
 
     Example:
         >>> import io
@@ -338,11 +326,9 @@ _SPREAD_LOCK = threading.Lock()
 
 
 def spread_pool() -> concurrent.futures.ThreadPoolExecutor | None:
-    """The threads (one a core, started on first use, shared by every decoder of this
-    process) that a chunk's images are decoded on, so that a chunk read alone — a
-    session's first — takes every core rather than its reader thread's (the decoders
-    and resizes release Python's lock); None with one core and in a decode worker
-    process (its siblings hold the other cores)."""
+    """The threads (one a core, shared by this process's decoders) a chunk's images are
+    decoded on, so a chunk read alone (a session's first) takes every core; None with
+    one core and in a decode worker process (its siblings hold the other cores)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if (cores or 1) < 2 or in_decode_worker():
         return None

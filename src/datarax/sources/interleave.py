@@ -1,29 +1,20 @@
 """``InterleaveSource``: several sources read in turn, a block of records from each.
 
-``cycle_length`` children are open at once, in slots; the pass visits the slots in
-turn and takes ``block_length`` consecutive records from the child in each before
-moving on. Children open in the order given; when one ends, its slot is freed and the
-pass moves on to the next slot — the next child not yet opened takes the freed slot
-when the pass comes back to it. This is ``tf.data.Dataset.interleave``'s order
-(deterministic): reading buckets of similar lengths, or several corpora at once.
+``cycle_length`` children are open at once, in slots, visited in turn, ``block_length``
+consecutive records taken from each; when a child ends, the next child not yet opened
+takes its slot when the pass comes back to it: ``tf.data.Dataset.interleave``'s
+deterministic order. Pass ``e`` interleaves every child's pass ``e``. Children may be of
+any and mixed kinds but carry the same fields; it is a stream-kind source on the host.
 
-Pass ``e`` interleaves every child's own pass ``e`` (a shuffled child reshuffles), so
-each child's records come once per pass. Children may be of any kind and mixed kinds
-(in memory, files, streams, mixtures); they must carry the same fields. A child that
-skips bad records (``on_error="skip"``) is read again from its pass's start on a restore
-(:class:`~datarax.sources.child_records.ChildRecords`), so its skip budget continues
-exactly. It is a stream-kind source, read on the host.
-
-* **Stable index** (what per-record keys come from): ``child_stable * num_children +
-  child``.
-* **Resume** is exact from a small state: the position plus ``cursor`` = ``[next child
-  to open, slot, records of the block taken, then (child, its position) for each
-  slot]`` (``3 + 2 * slots`` ints, ``slots = min(cycle_length, number of children)``:
-  slots past the children would stay empty; -1 for an empty slot). A restore stands each
-  open child at its position (a stream child reads its pass again up to there); a bare
-  position without a cursor (``seek(epoch, n)``) is reached by reading the pass again.
-* **Shards**: every process reads the whole pass and keeps record ``i`` of each round
-  of ``P`` (a partial last round is left out).
+* **Stable index**: ``child_stable * num_children + child``.
+* **Resume** is exact: the position plus ``cursor`` = ``[next child to open, slot,
+  records of the block taken, then (child, its position) for each slot]`` (``-1``: an
+  empty slot; ``slots = min(cycle_length, number of children)``). A child is stood at
+  its position by :class:`~datarax.sources.child_records.ChildRecords` (a skipping child
+  re-read from its pass's start, so its skip budget continues); a bare position is
+  reached by reading the pass again.
+* **Shards**: every process reads the whole pass and keeps record ``i`` of each whole
+  round of ``P``.
 
 Example:
     >>> import numpy as np

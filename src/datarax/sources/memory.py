@@ -41,8 +41,7 @@ from datarax.sources.source_call import (
 from datarax.typing import Batch
 
 #: a shuffled source of up to this many records reads an epoch through a table of its
-#: order built on the host (:meth:`MemorySource.epoch_step_inputs`; ~5-20 ms at 50,000; the
-#: next epoch's is built and placed ahead, :mod:`datarax.sources.order_tables`)
+#: order built on the host (:mod:`datarax.sources.order_tables`)
 SHUFFLE_TABLE_MAX = 1 << 17
 
 #: the calls MemorySource accepts, named when its arguments are mixed up
@@ -58,12 +57,11 @@ class MemorySourceConfig(StructuralConfig):
         shuffle: serve records in a Feistel permutation, new each epoch (``seed + epoch``).
         seed: the permutation seed (an int in ``[0, 2**32)``), used when the source is
             built without ``rngs``; with ``rngs`` the order is seeded from ``rngs``.
-        track_metadata: iterating the source directly (``for e in source``) yields
-            :class:`~datarax.core.element.Element` objects carrying ``RecordMetadata``
-            (stable index, epoch, source name). A Pipeline's batches and its stages'
-            elements carry no metadata (``element.metadata`` is None in an operator).
-        num_epochs: passes that direct iteration (``for e in source``) makes; ``-1`` is
-            unbounded. A Pipeline always runs one pass per ``iter(pipeline)``.
+        track_metadata: direct iteration yields :class:`~datarax.core.element.Element`
+            objects carrying ``RecordMetadata`` (stable index, epoch, source name); a
+            Pipeline's batches carry none.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded (a Pipeline
+            runs one pass per ``iter(pipeline)``).
         cast_float64: cast ``float64`` (``complex128``) fields to ``float32``
             (``complex64``) while ``jax_enable_x64`` is off; without it they are refused.
     """
@@ -87,28 +85,16 @@ class MemorySource(IndexedSource):
 
     ``data`` is a dict of equal-length arrays (records along axis 0; a nested dict
     gives nested fields) or a sequence of records, each a dict of scalars, arrays or
-    strings. Values follow datarax's one dtype policy (:mod:`datarax.core.dtypes`)
-    while ``jax_enable_x64`` is off: ``int64``/``uint64`` become ``int32`` when every
-    value fits (a value that does not is refused, naming field, record and value);
-    ``float64`` is refused unless ``cast_float64=True``; Python numbers take JAX's
-    defaults (``int32``, ``float32``).
+    strings. Values follow :mod:`datarax.core.dtypes` while ``jax_enable_x64`` is off:
+    64-bit ints narrowed to ``int32`` when every value fits (else refused, naming the
+    value), ``float64`` refused unless ``cast_float64=True``. Text fields stay on the
+    host and reach batches as lists of ``str`` (the stages then run on the host).
 
-    Text fields (numpy string/``object`` arrays of ``str``, lists of ``str``) stay on
-    the host as ``object`` arrays: batches carry them as lists of ``str`` gathered by
-    the same record indices as the device fields, and the pipeline's stages then run
-    on the host, where operators receive them (numeric fields are still gathered by
-    the compiled step).
-
-    Shuffle order: with ``rngs`` given (and ``shuffle=True``), the permutation seed is
-    drawn from ``rngs`` (its ``shuffle`` stream if it has one, else ``default``), as
-    NNX modules draw their randomness from ``rngs``, and ``source.config.seed`` holds
-    the drawn seed; the given ``config.seed`` is used only when ``rngs`` is None. Build
-    the source the same way to resume it (a state saved under another seed is refused).
-
-    The records are not NNX state: ``nnx.state(source)`` holds the position and the
-    shuffle seed, not the dataset (the compiled step receives the arrays as arguments).
-    The source keeps its own copy of NumPy data: changing your arrays afterwards does
-    not change its records (:mod:`datarax.core.owned`).
+    With ``rngs`` (and ``shuffle=True``) the permutation seed is drawn from ``rngs``
+    (its ``shuffle`` stream, else ``default``) and stored as ``config.seed``; build the
+    source the same way to resume it. ``nnx.state(source)`` holds the position and the
+    seed, not the records; the source keeps its own copy of NumPy data
+    (:mod:`datarax.core.owned`).
 
     Example:
         >>> import numpy as np
@@ -134,8 +120,7 @@ class MemorySource(IndexedSource):
         name: str | None = None,
         **settings: Any,
     ) -> None:
-        # config is positional-only so that config= (and more arguments) reach us, and a
-        # mix-up gets a ConfigError naming the accepted forms, not Python's TypeError
+        # positional-only: a mix-up gets a ConfigError naming the forms, not a TypeError
         config = config_keyword("MemorySource", config, data, extra, settings,
                                 data_name="data", forms=_CALL_FORMS)
         config = source_config(type(self), config, settings)
@@ -143,9 +128,7 @@ class MemorySource(IndexedSource):
         expected = MemorySourceConfig if type(self) is MemorySource else StructuralConfig
         check_config_and_data("MemorySource", config, expected, data, data_name="data",
                               call="MemorySource(MemorySourceConfig(), data=...)")
-        if rngs is not None and config.shuffle:
-            # rngs seeds the order: the drawn seed becomes config.seed, so a saved state
-            # names it and a restore into a source seeded otherwise is refused.
+        if rngs is not None and config.shuffle:  # the drawn seed: config.seed, in states
             config = dataclasses.replace(config, seed=_draw_seed(rngs))
         super().__init__(config, rngs=rngs, name=name)
         flat = to_columns(data, config.cast_float64)
@@ -161,10 +144,8 @@ class MemorySource(IndexedSource):
         return self.__length
 
     def get_state(self) -> dict[str, Any]:
-        """The position and settings (see ``DataSourceModule.get_state``); a shuffled
-        source adds ``records``, its number of records: its order is a permutation of
-        them, so :meth:`set_state` refuses a state of another count (which would serve
-        some records twice and others never). A state without it restores as before.
+        """The position and settings; a shuffled source adds ``records``, its number of
+        records, so :meth:`set_state` refuses a state of another count.
 
         Example:
             >>> src = MemorySource(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(4)})
@@ -199,13 +180,8 @@ class MemorySource(IndexedSource):
 
     @property
     def data(self) -> dict[str, Any]:
-        """The device fields, records along axis 0 (inside the compiled step: its
-        arguments). Text fields are in :attr:`host_data`.
-
-        A field whose records have two or more axes is kept on the device one record a
-        row (the layout accelerators gather fastest, see
-        :func:`~datarax.sources.memory_columns.row_major`); ``data`` shows it in the
-        records' own shape."""
+        """The device fields in the records' own shape, records along axis 0 (inside the
+        compiled step: its arguments); text fields are in :attr:`host_data`."""
         return self.__store.shaped(self.__store.current())
 
     @property
@@ -217,11 +193,10 @@ class MemorySource(IndexedSource):
         return self.__store.columns
 
     def epoch_step_inputs(self, epoch: int) -> Any:
-        """:meth:`step_inputs` for a step that keeps only records of epoch ``epoch``
-        (rows it reads past that epoch are dropped: a padded last batch). A shuffled
-        source of up to ``SHUFFLE_TABLE_MAX`` records adds that epoch's order, built on
-        the host (the same permutation, bit for bit): the step gathers from it instead
-        of running the Feistel cipher, which takes most of its compile.
+        """:meth:`step_inputs` for a step that keeps only records of epoch ``epoch``. A
+        shuffled source of up to ``SHUFFLE_TABLE_MAX`` records adds that epoch's order
+        (the same permutation, built on the host): the step gathers from it instead of
+        running the Feistel cipher, which takes most of its compile.
 
         >>> src = MemorySource(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(4)})
         >>> columns, order = src.epoch_step_inputs(1)
@@ -270,31 +245,24 @@ class MemorySource(IndexedSource):
         order = self.__store.bound_order()
         if order is not None:  # one epoch's order (epoch_step_inputs): rows past it dropped
             within = positions - order["base"].astype(positions.dtype)
-            # lax.clamp, not jnp.clip (the same values): jnp.clip is a jitted wrapper
-            # whose first trace in a process costs a step's trace ~3-8 ms
+            # lax.clamp, not jnp.clip: jnp.clip is a jitted wrapper, traced once more
             within = jax.lax.clamp(np.asarray(0, within.dtype), within,
                                    np.asarray(self.__length - 1, within.dtype))
             return gather_rows(order["order"], within)
         return epoch_permutation_jnp(positions, self.__length, self.permutation_seed.get_value())
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
-        """Stable index (position in ``data``) of each record ``get_batch_at`` serves.
-
-        Traced (inside a compiled step) the permutation runs in ``jnp``; called with a
-        concrete ``start`` (a mixture reading on the host) the same permutation runs in
-        NumPy, which compiles nothing per call.
-        """
+        """Stable index (position in ``data``) of each record ``get_batch_at`` serves:
+        traced, in ``jnp``; with a concrete ``start``, the same permutation in NumPy
+        (nothing compiled per call)."""
         if not isinstance(start, jax.core.Tracer):
             dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
             return jnp.asarray(self._host_indices(int(start), size), dtype=dtype)
         return self._positions_to_indices(jnp.arange(size, dtype=jnp.int32) + start)
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
-        """``size`` records from global position ``start`` (wrapping into the next epoch).
-
-        Inside a compiled step only the device fields are gathered (the pipeline adds
-        the text fields on the host); called directly, text fields come too.
-        """
+        """``size`` records from global position ``start`` (wrapping into the next epoch);
+        inside a compiled step the device fields only (the pipeline adds the text)."""
         return self.__read(start, size, key)[0]
 
     def get_batch_and_indices_at(
@@ -324,9 +292,8 @@ class MemorySource(IndexedSource):
 
     def spec_from_own_reads(self) -> bool:
         """True where :meth:`element_spec` and the reads are MemorySource's own: the spec
-        is then read off the very columns the reads gather, and the traced comparison of
-        the two that a Pipeline makes for other indexed sources (two traces of
-        ``get_batch_at``, ~3-7 ms) has nothing to find."""
+        is read off the columns the reads gather, so a Pipeline need not trace
+        ``get_batch_at`` to compare them."""
         return type(self).element_spec is MemorySource.element_spec and self.reads_by_position()
 
     def element_spec(self) -> dict[str, Any]:
@@ -363,11 +330,9 @@ def _draw_seed(rngs: nnx.Rngs) -> int:
 class _ColumnStore:
     """The records of a MemorySource, kept out of NNX state.
 
-    ``columns`` (a nested dict of device arrays, one record a row: the gather layout
-    of :class:`~datarax.sources.memory_columns.DeviceColumn`) is what the compiled step
-    receives as arguments (:meth:`bind`), never as constants; ``record_shapes`` gives
-    each field's record shape back (:meth:`shaped`); ``host`` maps the path of each
-    text field to its ``object`` array. NNX sees this holder as static structure; it
+    ``columns`` (device arrays in the gather layout of
+    :class:`~datarax.sources.memory_columns.DeviceColumn`) reach the compiled step as
+    arguments (:meth:`bind`), never constants; ``host`` holds the text fields. It
     compares equal to any holder of the same fields, shapes and dtypes, so equally
     shaped sources share one compiled step.
     """
@@ -384,8 +349,7 @@ class _ColumnStore:
         self._bound = threading.local()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        """The records never change (device arrays, text arrays no one writes), so a
-        copy of the source shares them."""
+        """The records never change, so a copy of the source shares them."""
         return self
 
     def __getstate__(self) -> dict[str, Any]:
@@ -432,11 +396,8 @@ class _ColumnStore:
         return getattr(self._bound, "order", None)
 
     def merge(self, device: Batch, indices: Any, *, single: bool = False) -> Batch:
-        """``device`` fields plus the text fields at ``indices``, in the data's field order.
-
-        A batch carries text as lists (of ``str``, or of arrays for shaped text); one
-        record (``single``) carries the value itself.
-        """
+        """``device`` fields plus the text fields at ``indices`` (a batch's as lists, one
+        record's as the value), in the data's field order."""
         flat = flatten(device)
         for path, column in self.host.items():
             flat[path] = column[indices] if single else list(column[np.asarray(indices)])

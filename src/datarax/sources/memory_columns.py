@@ -264,10 +264,8 @@ def row_major(array: Any) -> Any:
     """``array`` with each record flattened to one row when a record has two or more
     axes (``(n, 32, 32, 3)`` -> ``(n, 3072)``), else ``array`` itself.
 
-    Accelerators gather whole rows of a 2-D array fastest: on a TPU v5e, 256 rows of a
-    ``(50000, 32, 32, 3)`` uint8 array took 3.84 ms, of the same bytes as ``(50000,
-    3072)`` 0.52 ms (docs/benchmarks.md). The bytes and their order are the same, so a
-    gathered row reshaped to the record's shape is the record, bit for bit.
+    Accelerators gather whole rows of a 2-D array fastest (docs/benchmarks.md); the
+    bytes are the same, so a gathered row reshaped is the record, bit for bit.
 
     Example:
         >>> import numpy as np

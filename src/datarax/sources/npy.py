@@ -1,21 +1,16 @@
 """``NpySource``: records of memory-mapped ``.npy`` files, read by index on host threads.
 
-The worked example of writing a random-access host source on
-:class:`~datarax.sources.RandomAccessSource`: it implements only ``__len__``,
-``read_records(indices)`` (one batched gather per file), ``decode`` (the dtype rule of
-:mod:`datarax.core.dtypes` for 64-bit integers) and ``locate`` (file and row, for error
-messages); the base gives the shuffle (``seed + epoch``), shards, threaded read-ahead,
-exact resume and the bad-record policy.
+The worked example of a :class:`~datarax.sources.RandomAccessSource`: it implements only
+``__len__``, ``read_records`` (one gather per file), ``decode`` (the 64-bit rule of
+:mod:`datarax.core.dtypes`) and ``locate``; the base gives shuffle, shards, threaded
+read-ahead, exact resume and the bad-record policy.
 
-Records lie along axis 0. One file or a list of shards makes one field (``field``,
-default ``"data"``); a mapping ``{field: file or list of shards}`` makes one field per
-entry, every field holding the same number of records. The shards of a field must
-share the per-record shape and dtype (byte order aside; strings of any width).
-
-A glob pattern is expanded (sorted by name; beside another field, a glob whose files are
-numbered without zero padding, ``x-10.npy`` before ``x-2.npy``, is refused unless every
-field's files are numbered alike). A path may be a URL (any fsspec protocol): the files are
-fetched into the shard cache once, when the source is built, and memory-mapped from there.
+Records lie along axis 0. One file or a list of shards makes one field (``field``); a
+mapping ``{field: file or shards}`` one field per entry, all of the same record count.
+A field's shards share the per-record shape and dtype (byte order aside; strings of any
+width). A glob is expanded sorted by name (beside another field, files numbered without
+zero padding are refused unless every field's are numbered alike). A URL's files are
+fetched into the shard cache once, at build, and memory-mapped from there.
 
 Example:
     >>> import numpy as np, os, tempfile
@@ -67,16 +62,13 @@ class NpySourceConfig(BadRecordFields, StructuralConfig):
     """Configuration of :class:`NpySource`.
 
     Attributes:
-        paths: one ``.npy`` file, a list of shards (records numbered across them in
-            that order), or a mapping ``{field: file or list of shards}``. Stored as a
-            tuple of paths, or a tuple of ``(field, paths)`` pairs for a mapping;
-            paths may be URLs (see the module docstring).
+        paths: one ``.npy`` file, a list of shards, or a mapping ``{field: file or
+            list of shards}``; stored as a tuple of paths, or of ``(field, paths)`` pairs.
         field: the field name of a single file or list (default ``"data"``); with a
             mapping the names come from its keys and ``field`` stays None.
         shuffle, seed: serve records in a Feistel permutation, new each epoch
             (``seed + epoch``); without ``shuffle``, in file order.
-        num_epochs: passes that direct iteration (``for r in source``) makes; ``-1``
-            is unbounded. A Pipeline runs one pass per ``for batch in pipeline``.
+        num_epochs: passes that direct iteration makes; ``-1`` unbounded.
         cast_float64: cast float64 shards to float32 while ``jax_enable_x64`` is off
             (else they are refused; see :mod:`datarax.core.dtypes`).
         on_error, max_skipped, max_skipped_fraction: the bad-record policy, as in

@@ -1,23 +1,12 @@
 """Whole-epoch order tables of shuffled ``MemorySource``s, the next epoch's made ahead.
 
 A shuffled :class:`~datarax.sources.MemorySource` of up to ``SHUFFLE_TABLE_MAX``
-records hands its compiled step a table of the epoch's order (the record index at
-each position) instead of running the Feistel cipher in the step. Building the table
-on the host costs milliseconds (~5–20 ms at 50,000 records) and putting it on the
-device a few more ``device_put``s, paid at the start of every pass. The next epoch's
-is therefore made ahead, while the current epoch is served:
-
-* :func:`order_table` — the table itself (NumPy, read-only);
-* :func:`placed_order_ahead` / :func:`placed_order` — the step's argument
-  ``{"base": first position, "order": table}`` already on the device, placed where the
-  caller's ``device_put`` would place it (its default device and x64 setting, captured
-  when asked ahead; a later caller under other settings places its own).
-
-Ahead work runs on one long-lived worker thread per process (started once, not per
-epoch: starting a thread costs ~0.7 ms on a loaded host), in the order asked; a long
-order is made a few milliseconds after it is asked for (``AHEAD_DELAY_S``), once the
-pass that asked has started. What is made ahead is what the caller would make, bit for
-bit; work that failed ahead is done again by the caller, which meets the error.
+records hands its compiled step a table of the epoch's order instead of running the
+Feistel cipher in the step. Building and placing it costs milliseconds at every pass's
+start, so the next epoch's is made ahead (:func:`placed_order_ahead`), on one
+long-lived worker thread, placed as the caller's ``device_put`` would (its device and
+x64 setting, captured when asked). It is what the caller would make, bit for bit; work
+that failed ahead is done again by the caller, which meets the error.
 
 Example:
     >>> table = order_table(10, 7)
@@ -46,13 +35,10 @@ import numpy as np
 from datarax.samplers.index_shuffle import index_shuffle_jnp, index_shuffle_np
 
 #: tables (and placed orders) kept: the current epoch's and the next, of a few sources
-#: (a placed order holds 4 bytes a record on the device, 512 KiB at most)
 KEEP = 4
 #: seconds the worker waits before making an order of at least ``DELAY_FROM`` records
 #: asked ahead: the pass that asked is starting, and the worker's Python would take the
-#: interpreter's lock from it (on a TPU v5e host, 50,000 shuffled images in batches of
-#: 256 with ``prefetch=0``: the epoch switch 2.5 ms without the wait, 1.9 ms with it,
-#: 1.6 ms unshuffled); a shorter order is quick to make, and so may be its epoch
+#: interpreter's lock from it (docs/benchmarks.md)
 AHEAD_DELAY_S = 0.003
 DELAY_FROM = 1 << 15
 #: backends whose orders made ahead are built by NumPy on the host (elsewhere the device
@@ -164,11 +150,9 @@ def _platform(device: Any) -> str:
 def _place(length: int, seed: int, base: np.integer, x64: bool, device: Any) -> Any:
     """:func:`_put` as a caller with settings ``x64`` and ``device``
     (``jax_default_device``) would put it, after ``AHEAD_DELAY_S`` for a long order.
-    Off the CPU (``HOST_BUILT_ON``) the order is computed by the device itself: one
-    dispatch instead of milliseconds of NumPy on this thread, which would take the
-    interpreter's lock from the loop's thread; from epoch ``DEVICE_FROM_EPOCH`` on, so
-    that its program (~0.8 s to compile on a TPU v5e) is compiled here while a later
-    epoch runs, never beside a pipeline's first batch."""
+    Off the CPU the device computes the order (NumPy here would take the interpreter's
+    lock from the loop's thread), from epoch ``DEVICE_FROM_EPOCH`` on, so its program
+    compiles while a later epoch runs, never beside a pipeline's first batch."""
     if length >= DELAY_FROM and AHEAD_DELAY_S > 0:
         time.sleep(AHEAD_DELAY_S)
     with jax.enable_x64(x64), jax.default_device(device):

@@ -21,7 +21,6 @@ Example:
     ... class RowsConfig(StructuralConfig):
     ...     shuffle: bool = False
     ...     seed: int = 0
-    >>> import numpy as np
     >>> class Rows(RandomAccessSource):
     ...     def __init__(self, config, rows):
     ...         super().__init__(config)
@@ -61,9 +60,8 @@ from datarax.typing import Batch
 
 
 class BadRecordFields:
-    """Mixin of source configs that declare ``on_error``, ``max_skipped`` and (but for
-    ``PackedTextConfig``) ``max_skipped_fraction``; call :meth:`error_policy` in
-    ``__post_init__`` to check them."""
+    """Mixin of source configs that declare ``on_error``, ``max_skipped`` and
+    ``max_skipped_fraction``; :meth:`error_policy` in ``__post_init__`` checks them."""
 
     on_error: str
     max_skipped: int | None
@@ -169,28 +167,24 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return columns
 
     def supports_indexed_access(self) -> bool:
-        """False: records are read on the host, through a cursor (the cursor mode of
-        :mod:`datarax.core.reading`)."""
+        """False: records are read on the host, through a cursor (:mod:`datarax.core.reading`)."""
         return False
 
     # ----------------------------------------------------------------- reader
     def _use_reader(self, build: Callable[[], HostReader]) -> None:
-        """Serve records read by the reader ``build()`` returns (a source with its own data
-        object); a copy of the source (``copy.deepcopy``) calls its copy of ``build``, so
-        ``build`` takes what it reads from as arguments (a ``functools.partial``)."""
+        """Serve records read by the reader ``build()`` returns; a copy of the source calls
+        its copy of ``build``, so ``build`` takes what it reads as arguments (a partial)."""
         self.__build_reader = build
         self.__reader = build()
 
     def rebuild_after_copy(self, memo: dict[int, Any]) -> None:
-        """A copy's own reader (``copy.deepcopy``): built now by its copy of ``build``
-        (:meth:`_use_reader`); a source reading through its hooks builds one when first
-        used (:attr:`host_reader`)."""
+        """A copy's own reader: built now by :meth:`_use_reader`'s ``build``, else on first
+        use (:attr:`host_reader`)."""
         build = self.__build_reader
         self.__reader = None if build is None else build()
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the reader (threads, locks): the unpickled source builds its
-        own, as a copy does (:meth:`rebuild_after_copy`), at the position it holds."""
+        """Pickled without the reader (threads, locks): unpickled, it builds its own."""
         state = super().__getstate__()
         state["_RandomAccessSource__reader"] = None
         return state
@@ -220,11 +214,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return bool(getattr(self.config, "cast_float64", False))
 
     def __getitem__(self, index: int) -> Mapping[str, Any]:
-        """Record ``index`` in stable (file) order, decoded — as Grain's
-        ``ArrayRecordDataSource[index]`` reads one record, outside any pass: no position
-        moves. A negative index counts from the end; a bad record raises
-        :class:`RecordError` naming its file and index (the error policy is a pass's).
-        """
+        """Record ``index`` in stable (file) order, decoded, as Grain's data sources read
+        one; no position moves. A bad record raises :class:`RecordError` (the skip
+        policy is a pass's)."""
         self._check_open()
         n = len(self)
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -282,9 +274,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return super().epoch_size()
 
     def use_share(self, share: Share | None) -> None:
-        """Serve pass ``share.epoch`` from the runs of the re-split ``share`` instead of
-        this shard's block: what a restore of a state saved by another process count
-        gives this process. Later epochs (and ``None``) use the block again."""
+        """Serve pass ``share.epoch`` from the runs of the re-split ``share`` (a restore
+        saved by another process count) instead of this shard's block; later epochs (and
+        ``None``) use the block again."""
         self.__resplit.share = share
 
     def _moved(self) -> None:
@@ -294,19 +286,15 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self._skips_at_start()
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """The next ``batch_size`` records of this epoch and their stable indices.
-
-        Returns ``(None, None)`` when the epoch is done. Between a live pipeline's
-        batches: the records after those it handed out (its read-ahead ends); the
-        pipeline goes on after them.
-        """
+        """The next ``batch_size`` records of this epoch and their stable indices;
+        ``(None, None)`` when the epoch is done. Between a live pipeline's batches: the
+        records after those it handed out (the pipeline goes on after them)."""
         batch_size = check_count(batch_size, "batch_size", 1)
         self._check_open()
         reader = self.host_reader
         epoch, index = self.epoch, self.index
-        # One step under the reader's lock: a pipeline's read-ahead thread peeking now
-        # finishes first (then it stands past the position) or peeks after, in a session
-        # this read ended; either way these are the records after the position.
+        # under the reader's lock: a concurrent peek of a pipeline's read-ahead comes wholly
+        # before this read or after it, in an ended session
         with reader.sessions.lock:
             stands = (reader.position, reader.cursor, reader.epoch)
             if reader.active and stands != (index, index, epoch):
@@ -326,11 +314,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return self._host_columns(read.columns), read.indices
 
     def batch_cursor(self) -> SessionCursor | None:
-        """Batches read ahead of the current position (the reader restarts there):
-        ``peek`` moves nothing, ``commit`` moves the position and skip count past a batch
-        handed out (:class:`~datarax.sources.read_ahead.SessionCursor`). None when a
-        subclass overrides ``get_batch_with_indices``, so that a pipeline reads through
-        the override.
+        """Batches read ahead of the current position
+        (:class:`~datarax.sources.read_ahead.SessionCursor`); None when a subclass
+        overrides ``get_batch_with_indices``, so a pipeline reads through the override.
 
         Example:
             >>> import numpy as np
@@ -362,10 +348,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
                              guard=lambda read: _reworded(self, read))
 
     def read_in_order(self, order: Any, first: int, count: int, *, resume: bool) -> Batch:
-        """Records ``first .. first + count - 1`` of ``order`` (an epoch order's
-        ``indices(start, stop)``: a mixture's sampled draws) through the threaded reader;
-        ``resume``: they follow the last ones read so (the reader goes on from there).
-        The position is not moved.
+        """Records ``first .. first + count - 1`` of ``order`` (a mixture's draws)
+        through the threaded reader, the position not moved; ``resume``: they follow the
+        last ones read so.
 
         Example:
             >>> import numpy as np, os, tempfile
@@ -399,8 +384,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         """The position (records handed out plus skipped), ``skipped`` (of those, this
-        epoch) and ``prefetch_cache`` (records read ahead: information only, not part of
-        the position)."""
+        epoch) and ``prefetch_cache`` (records read ahead: information only)."""
         state = super().get_state()
         state["skipped"] = self._skips()
         reader = self.__reader
@@ -409,10 +393,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue exactly after the last record the saved source handed out.
-
-        A state without ``"skipped"`` counts no skips before its position.
-        """
+        """Continue exactly after the last record the saved source handed out (a state
+        without ``"skipped"``: none skipped)."""
         self.__resplit.share = None  # a plain state: this shard's own block
         self._resume(*self._checked_skips(
             state, where=type(self).__name__, length=self.epoch_size()

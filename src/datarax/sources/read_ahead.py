@@ -1,26 +1,12 @@
-"""The one read-ahead engine: host reads, Hugging Face streams and packed-text passes
-read ahead of what a pipeline's consumer was handed.
-
-The readers (:class:`~datarax.sources.host_reader.HostReader`,
-:class:`~datarax.sources.hf.stream_reader.StreamReader`,
-:class:`~datarax.text.passes.TextPass`) keep only how they read, decode, pack and
-locate records; the rest is here:
-
-* :class:`Sessions` — one reading session at a time: a start, stop, direct read or move
-  from outside opens a new one; a peek for an ended one raises
-  :class:`~datarax.core.cursor.SessionEnded`; ending one by number ends only that one.
-* :class:`Workers` — work on worker threads, results taken in submission order (an
-  error raised where its result is taken); stopping cancels and joins every thread; at
-  interpreter exit only the work running finishes.
-* :class:`Chunks` — records waiting in order, batches of exactly the size asked (fewer
-  only at the end); a bad record met ahead is held back as the error of the batch
-  that would pass it, the records before it handed out first.
-* :class:`SessionCursor` — the one :class:`~datarax.core.cursor.ReadAheadCursor`:
-  ``peek`` moves nothing a state carries, ``commit`` moves the reader's and the
-  source's position (and skip count) past what was handed out.
-
-A reader's state is the position handed out (and the bad records skipped before it),
-never what was read ahead: a new session reads again from there (exact resume).
+"""The one read-ahead engine of :class:`~datarax.sources.host_reader.HostReader`,
+:class:`~datarax.sources.hf.stream_reader.StreamReader` and
+:class:`~datarax.text.passes.TextPass`, which keep only how they read, decode, pack and
+locate records: :class:`Sessions` (one reading session at a time), :class:`Workers`
+(threads, results in submission order), :class:`Chunks` (records in order, batches of
+the size asked, a bad record met ahead held back as the error of the batch that would
+pass it) and :class:`SessionCursor` (``peek`` moves nothing, ``commit`` moves the
+position). A reader's state is the position handed out, never what was read ahead
+(docs/architecture.md, "The host path").
 
 Example:
     >>> import numpy as np

@@ -1,27 +1,18 @@
 """``ShuffleBufferSource``: a source's records shuffled within a buffer, read forward.
 
-For sources without random access (a stream, a mixture, files read in order): the pass
-is cut into windows of ``buffer_size`` consecutive records of the parent's pass, and
-each window is served in a permutation drawn from the seed, the pass and the window's
-number. Output ``t`` of pass ``e`` is record ``perm[t % B]`` of window ``t // B``, where
-``perm`` is the Feistel permutation of the window's ``L`` records (``L = B`` but for the
-last) keyed by ``window_seed((seed + e) % 2**32, t // B)``
-(:func:`datarax.samplers.shard_window.permute`, ``window_seed``). A record never leaves
-its window: records ``buffer_size`` or more apart in the parent keep their order, so
-shuffle the parent too (or use a buffer as long as its pass) where that matters. The parent
-may be of any kind; its own order (shuffled or not) is what the windows cut.
+For sources without random access (a stream, a mixture, files read in order): the
+parent's pass (in its own order) is cut into windows of ``B = buffer_size`` records, and
+output ``t`` of pass ``e`` is record ``perm[t % B]`` of window ``t // B``, ``perm`` the
+Feistel permutation keyed by ``window_seed((seed + e) % 2**32, t // B)``
+(:func:`datarax.samplers.shard_window.permute`). A record never leaves its window:
+shuffle the parent too where records ``B`` apart must mix.
 
-* **State** is the position alone (O(1)): the window's start is ``(position // B) * B``.
-  **Replay cost:** a restore re-reads the window that holds the position — at most
-  ``buffer_size`` parent records, from the window's start — after standing the parent
-  there (free for an in-memory or file source; a stream parent, or one that skips bad
-  records, reads its pass again up to the window's start: each skip budget continues
-  exactly).
+* **State** is the position alone; a restore re-reads the window holding it (at most
+  ``B`` parent records; a stream or skipping parent reads its pass again up to there).
 * **Memory:** one window of ``buffer_size`` records on the host.
-* **Stable index** (what per-record keys come from): the parent record's own, so a
-  record keeps its augmentation whatever window it lands in.
-* **Shards**: every process reads the whole pass and keeps record ``i`` of each round
-  of ``P`` (a partial last round is left out).
+* **Stable index**: the parent record's own, so a record keeps its augmentation.
+* **Shards**: every process reads the whole pass and keeps record ``i`` of each whole
+  round of ``P``.
 
 Example:
     >>> import numpy as np

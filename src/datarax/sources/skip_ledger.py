@@ -1,29 +1,14 @@
 """The one bad-record ledger of every reading source: policy, budget, skip counts, reports.
 
-:class:`SkipCounts` is the source's side: the ``skipped`` count a source's state
-carries (RandomAccessSource, HFStreamingSource, a host ConcatSource), given and taken
-whole as its ``skip_state()`` (a concatenation's adds its parts' counts) — the one way a
-parent keeps a child's counts and a failed batch puts them back.
-
-A source that reads ahead (threads of a :class:`~datarax.sources.host_reader.HostReader`,
-Arrow chunks of a Hugging Face stream) meets a bad record *before* the consumer reaches
-it. The ledger keeps the two moments apart, which is what makes a resume exact:
-
-* **pulled** — :meth:`SkipLedger.pull` records a bad record the reader met and checks the
-  per-epoch budget right away (a budget overrun is an error however far ahead it is);
-* **committed** — :meth:`SkipLedger.commit` counts the pulled records below the
-  consumer's position as skipped and reports them. Only committed skips are in
-  ``skipped`` (the ``"skipped"`` key of a source's state): a state describes what the
-  consumer has passed, and a reader restarted with ``begin(epoch, skipped=...)`` meets
-  the same bad records again without counting them twice.
-
-Invariant: ``skipped`` equals the number of bad records at positions below the last
-committed position of the epoch, whatever the read-ahead.
-
-A record is reported once: a reader that goes back over positions it already passed (a
-batch that failed and is read again, a restored earlier position of the same epoch)
-counts its bad records in ``skipped`` again, since the count restarts with the
-position, but does not list them again in ``reports`` or add them to ``total``.
+:class:`SkipCounts` is the source's side: the ``skipped`` count its state carries, given
+and taken whole as ``skip_state()`` (how a parent keeps a child's counts). A reader that
+reads ahead meets a bad record before the consumer does, so the ledger keeps two moments
+apart: :meth:`SkipLedger.pull` records it and checks the epoch's budget at once;
+:meth:`SkipLedger.commit` counts it as skipped once the consumer's position passes it.
+Invariant: ``skipped`` is the number of bad records below the last committed position,
+whatever the read-ahead, so a reader restarted with ``begin(epoch, skipped=...)`` counts
+none twice. Going back over passed positions counts their bad records in ``skipped``
+again but not in ``reports`` or ``total``.
 
 Example:
     >>> ledger = SkipLedger(ErrorPolicy("skip", max_skipped=1), name="MySource")

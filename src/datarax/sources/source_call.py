@@ -1,18 +1,13 @@
 """The first arguments of a source: its settings (a config, or keywords), then its data.
 
-Every source takes its settings as its config object or as keywords, as operators do:
 ``MemorySource(MemorySourceConfig(shuffle=True), data)`` and
-``MemorySource(data=data, shuffle=True)`` build equal configs. :func:`source_config`
-turns the keywords into the config through the one mechanism operators use
-(:meth:`datarax.core.module.DataraxModule.build_config`): an unknown keyword, or one that
-disagrees with a config given beside it, is a ``ConfigError`` naming it and the settings
-the source has. A source given neither takes its default settings when it has defaults
-for all of them (``MemorySource(data=data)``). A required setting left out, the data passed where the config
-goes, the two swapped, the data left out, or another source's config is refused with a
-``ConfigError`` saying what was passed and the call that works (not Python's
-``TypeError`` about a missing positional argument). So is a call Python itself would
-refuse with a ``TypeError``: the data first and ``config=`` as a keyword, the config given
-twice, or more positional arguments than the config and the data (:func:`config_keyword`).
+``MemorySource(data=data, shuffle=True)`` build equal configs: :func:`source_config`
+turns keywords into the config through the mechanism operators use
+(:meth:`datarax.core.module.DataraxModule.build_config`). A source given neither takes
+its defaults where it has them. An unknown or disagreeing keyword, a required setting
+left out, data where the config goes, the two swapped, another source's config, or a
+call Python would refuse with a ``TypeError`` (:func:`config_keyword`) is a
+``ConfigError`` saying what was passed and the call that works.
 
 Example:
     >>> from datarax.sources import MemorySource

@@ -49,9 +49,8 @@ class TFDSStreamingConfig(BadRecordFields, TFDSConfig):
             with the chunk size (the batch size, at least 64) it bounds memory.
         on_error: ``"raise"`` (default) stops at a record that cannot be read or
             decoded; ``"skip"`` drops it, counts it and goes on.
-        max_skipped: with ``"skip"``, most records one epoch may skip (None: no limit).
-        max_skipped_fraction: with ``"skip"``, most records one epoch may skip as a
-            fraction of its records (None: no limit).
+        max_skipped, max_skipped_fraction: with ``"skip"``, most records one epoch may
+            skip, in all and as a fraction of its records (None: no limit).
     """
 
     num_threads: int = 4
