@@ -3691,6 +3691,130 @@ simple("pipeline-shard-taken-over", "Pipeline arguments",
        "own shard", _shard_taken_over)
 
 
+# ------------------------------------ session 12 probes (seed pages, dtypes, checkpoints)
+class _ReadByIndex:
+    """A PyTorch-style dataset: ``__len__`` and ``__getitem__``, not a Sequence."""
+
+    def __len__(self) -> int:
+        return 3
+
+    def __getitem__(self, i: int) -> dict[str, int]:
+        return {"x": i}
+
+
+def _config_without_dataclass() -> Any:
+    class CSVConfig(StructuralConfig):
+        file_path: str | None = None
+
+    return CSVConfig(file_path="rows.csv")
+
+
+def _decode_int_key(tmp: Path) -> Any:
+    from datarax.sources import ArrayRecordSourceModule
+
+    path = write_records(tmp / "r.array_record", [b"\x01\x02"])
+    return list(ArrayRecordSourceModule(
+        paths=path, decode=lambda r: {0: np.frombuffer(r, np.uint8)}))
+
+
+def _path_with_whitespace(tmp: Path) -> Any:
+    from datarax.sources import ArrayRecordSourceModule
+
+    path = write_records(tmp / "r.array_record", [b"\x01"])
+    return ArrayRecordSourceModule(paths=f" {path} ")
+
+
+def _flat_map_wide_output() -> Any:
+    from datarax.sources import FlatMapSource
+
+    def widen(record: Any) -> list[dict[str, Any]]:
+        return [{"meta": {"id": np.int64(2**40)}}]
+
+    return list(FlatMapSource(MemorySource(MemorySourceConfig(), data(2)), widen, max_outputs=1))
+
+
+def _host_stage_wide_output() -> Any:
+    def widen(element: Any, key: Any = None) -> dict[str, Any]:
+        return {"big": np.int64(2**40)}
+
+    op = ElementOperator(ElementOperatorConfig(), fn=widen)
+    return op.apply_batch({"text": ["a", "b"], "x": np.arange(2, dtype=np.int32)}, None)
+
+
+def _npy_float64_overflow(tmp: Path) -> Any:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    np.save(tmp / "f.npy", np.asarray([0.5, 1e300]))
+    source = NpySource(NpySourceConfig(paths=str(tmp / "f.npy"), cast_float64=True))
+    try:
+        return list(source)
+    finally:
+        source.close()
+
+
+def _checkpoint_call(tmp: Path, call: str) -> Any:
+    import orbax.checkpoint as ocp
+
+    import datarax.checkpoint
+
+    with ocp.CheckpointManager(tmp / "ckpt") as manager:
+        if call == "swapped":
+            return datarax.checkpoint.save(manager, pipe(), 3)
+        return datarax.checkpoint.restore(manager, "3", pipe())
+
+
+CUSTOM_12 = "Habits from other libraries (PyTorch datasets, dataclasses, Orbax)"
+simple("memory-data-read-by-index", CUSTOM_12,
+       "MemorySource given a PyTorch-style dataset (__len__ and __getitem__, not a Sequence)",
+       DataraxError, "MemorySource data must be a dict of arrays or a sequence of records, got "
+       "_ReadByIndex (read by index, but not a list, tuple or collections.abc.Sequence); pass "
+       "[data[i] for i in range(len(data))].",
+       lambda: MemorySource(MemorySourceConfig(), _ReadByIndex()))
+simple("memory-data-hf-dataset", CUSTOM_12, "MemorySource given a datasets.Dataset",
+       DataraxError, "MemorySource data must be a dict of arrays or a sequence of records, got "
+       "Dataset; pass its columns, data.with_format('numpy')[:] (a Hugging Face Dataset), or "
+       "read a folder written by data.save_to_disk(folder) with HFEagerSource.",
+       lambda: MemorySource(MemorySourceConfig(),
+                            __import__("datasets").Dataset.from_dict({"x": [1, 2]})),
+       needs="datasets")
+simple("config-fields-without-dataclass", CUSTOM_12,
+       "a source config class declaring fields without @dataclass(frozen=True)",
+       SourceContractError, "CSVConfig declares fields (file_path) but is not itself a "
+       "dataclass, so it takes none of them: decorate it with @dataclass(frozen=True), as "
+       "StructuralConfig is.", _config_without_dataclass)
+simple("source-rngs-positional", CUSTOM_12, "MemorySource(config, data, nnx.Rngs(0))",
+       ConfigError, "MemorySource takes at most two positional arguments, the config and then "
+       "the data; got 3: MemorySourceConfig MemorySourceConfig(shuffle=F...epochs=1, "
+       "cast_float64=False), dict {'x': array([0, 1, 2, 3, 4, 5], dtype=int32)}, Rngs (rngs "
+       "goes by keyword: rngs=nnx.Rngs(0)).",
+       lambda: MemorySource(MemorySourceConfig(), data(), nnx.Rngs(0)))
+case("checkpoint-save-arguments-swapped", CUSTOM_12,
+     "datarax.checkpoint.save(manager, pipeline, 3): the step and the data swapped",
+     ConfigError, "save: the data argument is int, which has no ",
+     needs="orbax.checkpoint")(lambda tmp: _checkpoint_call(tmp, "swapped"))
+case("checkpoint-restore-step-str", CUSTOM_12,
+     "datarax.checkpoint.restore(manager, '3', pipeline): a str step", ConfigError,
+     "restore: step is str '3', not an int step ",
+     needs="orbax.checkpoint")(lambda tmp: _checkpoint_call(tmp, "str-step"))
+case("array-record-decode-int-key", "ArrayRecord", "a decode returning {0: array}",
+     RecordError, "cannot read record 0 of file '{tmp}/r.array_record': decode returned a "
+     "field named by int 0; name every field with a str (e.g. '0')", needs=AR)(_decode_int_key)
+case("array-record-path-whitespace", "ArrayRecord", "paths=' file.array_record ' (spaces around)",
+     RecordError, "'{tmp}/r.array_record', without the whitespace around it, exists: drop the "
+     "whitespace.", needs=AR)(_path_with_whitespace)
+simple("flat-map-nested-int64-output", COMBINING,
+       "a FlatMapSource fn giving a nested int64 outside int32 (x64 off)", DataraxError,
+       "field 'meta/id' is int64 and holds 1099511627776, outside the int32 range",
+       _flat_map_wide_output)
+simple("host-stage-int64-output", VD,
+       "an ElementOperator on the host path (text fields) giving int64 2**40 (x64 off)",
+       DataraxError, "ElementOperator 'widen': field 'big' is int64 and holds 1099511627776, "
+       "outside the int32 range", _host_stage_wide_output)
+case("npy-float64-past-float32", VD, "NpySource(cast_float64=True) over a float64 1e300",
+     RecordError, "field 'data' is float64 and holds 1e+300, beyond the float32 range")(
+    _npy_float64_overflow)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
