@@ -139,7 +139,8 @@ def test_a_broken_link_among_the_class_folders_is_refused_named(tmp_path) -> Non
     src = folder(tmp_path / "src", "ac")
     os.symlink(tmp_path / "unmounted" / "b", tmp_path / "src" / "b")
     with pytest.raises(ConversionError, match=r"holds the link 'b' to '.*unmounted/b', which does "
-                                              r"not exist: a class folder there would be left out"):
+                                              r"not exist: were it a class folder \(on a drive not "
+                                              r"mounted\), its images would be left out"):
         convert(src, tmp_path / "out")
 
 

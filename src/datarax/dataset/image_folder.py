@@ -236,8 +236,9 @@ def _refuse_broken_links(root: str, names: Sequence[str]) -> None:
         if not name.startswith(".") and os.path.islink(path) and not os.path.exists(path):
             raise ConversionError(
                 f"the image folder '{root}' holds the link '{name}' to '{os.readlink(path)}', "
-                "which does not exist: a class folder there would be left out and the classes "
-                "after it labelled differently. Restore or mount its target, or remove the link.")
+                "which does not exist: were it a class folder (on a drive not mounted), its "
+                "images would be left out and the classes after it labelled differently. "
+                "Restore or mount its target, or remove the link.")
 
 
 def _nfc(name: str) -> str:
