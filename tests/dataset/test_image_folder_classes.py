@@ -134,6 +134,14 @@ def test_a_link_into_another_class_folder_is_not_followed(tmp_path) -> None:
     assert out["image"][:, 0, 0, 0].tolist() == [0, 1, 5, 2]  # a/0, b/0, b/deep/d, c/0
 
 
+def test_two_class_folders_that_are_one_folder_are_refused_named(tmp_path) -> None:
+    src = folder(tmp_path / "src", "ab")
+    os.symlink(tmp_path / "src" / "a", tmp_path / "src" / "c")  # c: a again, another label
+    with pytest.raises(ConversionError, match=r"the class folders 'a', 'c' of the image folder "
+                                              r"'.*src' are one folder \(links to it\)"):
+        convert(src, tmp_path / "out")
+
+
 def test_a_broken_link_among_the_class_folders_is_refused_named(tmp_path) -> None:
     # a class folder on a drive not mounted would be left out, shifting the later labels
     src = folder(tmp_path / "src", "ac")

@@ -91,7 +91,14 @@ class ImageFolderRows(Rows):
         self.items: list[tuple[str, int]] = []
         #: files in the class folders left out, not hidden and not images: count by suffix
         self.left_out: collections.Counter[str] = collections.Counter()
-        classes = {os.path.realpath(os.path.join(root, name)) for name in folders}
+        reals = [os.path.realpath(os.path.join(root, name)) for name in folders]
+        same = [name for name, real in zip(folders, reals) if reals.count(real) > 1]
+        if same:
+            raise ConversionError(
+                f"the class folders {', '.join(map(repr, same))} of the image folder '{root}' "
+                "are one folder (links to it): its images would be in each class, once a label. "
+                "Keep one of them, or copy the images where each class must have them.")
+        classes = set(reals)
         for label, name in enumerate(folders):
             self.items.extend((path, label) for path in
                               _images_under(root, name, self.left_out, classes))
