@@ -886,10 +886,14 @@ def test_inspect_and_scan_of_an_image_or_a_class_folder_say_which_folder_to_conv
     for command, path, cwd, says in (
         ("inspect", "photos/cat/a.png", tmp_path, " It is an image: convert the image folder it "
          "is in (datarax convert photos DST for photos/<class>/<image>, then inspect DST).\n"),
-        ("scan", "photos/cat/", tmp_path, " It holds images but no class folders: convert the "
-         "image folder it is a class of (datarax convert photos DST, then inspect DST).\n"),
-        ("inspect", ".", tmp_path / "photos" / "cat", " It holds images but no class folders: "
-         "convert the image folder it is a class of (datarax convert .. DST, then inspect DST).\n"),
+        ("scan", "photos/cat/", tmp_path, " It holds images (a.png) but no class folders: "
+         "convert the image folder it is a class of first (datarax convert photos DST; images "
+         "without classes: move them into a subfolder, photos/cat/<name>, and convert "
+         "photos/cat/), then read DST, with decode=datarax.decode_images(...).\n"),
+        ("inspect", ".", tmp_path / "photos" / "cat", " It holds images (a.png) but no class "
+         "folders: convert the image folder it is a class of first (datarax convert .. DST; "
+         "images without classes: move them into a subfolder, ./<name>, and convert .), then "
+         "read DST, with decode=datarax.decode_images(...).\n"),
         ("scan", "splits", tmp_path, " It is an image folder of splits: convert each split first "
          "(datarax.dataset.convert('splits/train', DST), or datarax convert splits/train DST), "
          "then read DST, with decode=datarax.decode_images(...) for images of several sizes.\n"),

@@ -121,6 +121,37 @@ def test_linked_subfolders_are_followed_once_and_a_link_back_up_never(tmp_path) 
     assert out["image"][:, 0, 0, 0].tolist() == [0, 7, 1]  # a/0.png, a/more/m.png, b/0.png
 
 
+def test_a_link_into_another_class_folder_is_not_followed(tmp_path) -> None:
+    # each image once, with its own class's label: not again under the class linking to it
+    src = folder(tmp_path / "src", "abc")
+    os.makedirs(tmp_path / "src" / "b" / "deep")
+    (tmp_path / "src" / "b" / "deep" / "d.png").write_bytes(png(5))
+    os.symlink(tmp_path / "src" / "b", tmp_path / "src" / "a" / "to_b")
+    os.symlink(tmp_path / "src" / "b" / "deep", tmp_path / "src" / "c" / "to_b_deep")
+    convert(src, tmp_path / "out")
+    out = read_dataset(tmp_path / "out")
+    assert out["label"].tolist() == [0, 1, 1, 2]
+    assert out["image"][:, 0, 0, 0].tolist() == [0, 1, 5, 2]  # a/0, b/0, b/deep/d, c/0
+
+
+def test_two_class_folders_that_are_one_folder_are_refused_named(tmp_path) -> None:
+    src = folder(tmp_path / "src", "ab")
+    os.symlink(tmp_path / "src" / "a", tmp_path / "src" / "c")  # c: a again, another label
+    with pytest.raises(ConversionError, match=r"the class folders 'a', 'c' of the image folder "
+                                              r"'.*src' are one folder \(links to it\)"):
+        convert(src, tmp_path / "out")
+
+
+def test_a_broken_link_among_the_class_folders_is_refused_named(tmp_path) -> None:
+    # a class folder on a drive not mounted would be left out, shifting the later labels
+    src = folder(tmp_path / "src", "ac")
+    os.symlink(tmp_path / "unmounted" / "b", tmp_path / "src" / "b")
+    with pytest.raises(ConversionError, match=r"holds the link 'b' to '.*unmounted/b', which does "
+                                              r"not exist: were it a class folder \(on a drive not "
+                                              r"mounted\), its images would be left out"):
+        convert(src, tmp_path / "out")
+
+
 def test_an_image_over_pils_pixel_limit_is_a_named_row_not_a_traceback(tmp_path, monkeypatch):
     # a 1-bit PNG's header is read by PIL, whose decompression-bomb guard raised out of
     # the size probe before any row was named

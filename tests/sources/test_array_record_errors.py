@@ -80,6 +80,15 @@ def test_directory_and_bad_path_types(tmp_path):
         f" It is an image folder: convert it first (datarax.dataset.convert('{photos}', DST), or "
         f"datarax convert {photos} DST), then read DST, with decode=datarax.decode_images(...) "
         "for images of several sizes.")
+    # one class folder of it (images, no classes) says which folder to convert
+    cat = os.path.join(photos, "cat")
+    with pytest.raises(RecordError) as info:
+        make(cat)
+    assert str(info.value).endswith(
+        f" It holds images (0.JPG) but no class folders: convert the image folder it is a class "
+        f"of first (datarax convert {photos} DST; images without classes: move them into a "
+        f"subfolder, {cat}/<name>, and convert {cat}), then read DST, with "
+        "decode=datarax.decode_images(...).")
     with pytest.raises(ConfigError, match="paths is an empty list"):
         make([])
     with pytest.raises(ConfigError, match="paths must be a path, a glob pattern or a list"):

@@ -75,6 +75,7 @@ class ImageFolderRows(Rows):
                 f"({', '.join(loose[:3])}{more}), which would belong to no class; move them "
                 "into a class folder (root/<class>/<image>), or out of SRC.")
         _refuse_splits(root, folders)
+        _refuse_broken_links(root, names)
         for name in folders:  # a class name is stored in the metadata, read by other programs
             try:
                 name.encode("utf-8")
@@ -90,8 +91,17 @@ class ImageFolderRows(Rows):
         self.items: list[tuple[str, int]] = []
         #: files in the class folders left out, not hidden and not images: count by suffix
         self.left_out: collections.Counter[str] = collections.Counter()
+        reals = [os.path.realpath(os.path.join(root, name)) for name in folders]
+        same = [name for name, real in zip(folders, reals) if reals.count(real) > 1]
+        if same:
+            raise ConversionError(
+                f"the class folders {', '.join(map(repr, same))} of the image folder '{root}' "
+                "are one folder (links to it): its images would be in each class, once a label. "
+                "Keep one of them, or copy the images where each class must have them.")
+        classes = set(reals)
         for label, name in enumerate(folders):
-            self.items.extend((path, label) for path in _images_under(root, name, self.left_out))
+            self.items.extend((path, label) for path in
+                              _images_under(root, name, self.left_out, classes))
         if not self.items:
             raise ConversionError(
                 f"'{root}' holds no images in class subfolders (root/<class>/<image>, "
@@ -225,28 +235,46 @@ def _refuse_splits(root: str, folders: Sequence[str]) -> None:
         "(--classes-from keeps the same labels where a split lacks a class).")
 
 
+def _refuse_broken_links(root: str, names: Sequence[str]) -> None:
+    """Refuse a link in ``root`` to nothing: a class folder on a drive not mounted would
+    be left out, and the labels of the classes after it would change."""
+    for name in sorted(names):
+        path = os.path.join(root, name)
+        if not name.startswith(".") and os.path.islink(path) and not os.path.exists(path):
+            raise ConversionError(
+                f"the image folder '{root}' holds the link '{name}' to '{os.readlink(path)}', "
+                "which does not exist: were it a class folder (on a drive not mounted), its "
+                "images would be left out and the classes after it labelled differently. "
+                "Restore or mount its target, or remove the link.")
+
+
 def _nfc(name: str) -> str:
     """``name`` composed (Unicode NFC), as Linux and Windows store it."""
     return unicodedata.normalize("NFC", name)
 
 
-def _images_under(root: str, name: str, left_out: collections.Counter[str]) -> Iterator[str]:
+def _images_under(root: str, name: str, left_out: collections.Counter[str],
+                  classes: set[str]) -> Iterator[str]:
     """The image files in ``root/name`` and its subfolders (links followed, each folder
-    once), as paths under ``root``, sorted by NFC name; hidden ones left out, other files
-    counted in ``left_out`` by their suffix."""
+    once, none into a class folder of ``classes``, real paths), as paths under ``root``,
+    sorted by NFC name; hidden ones left out, other files counted in ``left_out`` by their
+    suffix."""
     def unlisted(err: OSError) -> None:  # os.walk would leave the folder out in silence
         raise ConversionError(
             f"cannot list the folder '{err.filename}' of the image folder '{root}' "
             f"({type(err).__name__}: {err.strerror}); its images would be left out. Make it "
             "readable, or move it out of SRC.") from err
 
-    seen = {os.path.realpath(root), os.path.realpath(os.path.join(root, name))}
+    own = os.path.realpath(os.path.join(root, name))
+    seen = {os.path.realpath(root), own}
+    others = tuple(c for c in classes if c != own)  # a link into one: its images are its own
     for dirpath, dirnames, filenames in os.walk(os.path.join(root, name), onerror=unlisted,
                                                 followlinks=True):
         kept = []
         for sub in sorted(dirnames, key=_nfc):
             real = os.path.realpath(os.path.join(dirpath, sub))
-            if real not in seen and not sub.startswith("."):  # (.thumbnails, .git)
+            if real not in seen and not sub.startswith(".") and not any(  # (.thumbnails)
+                    real == c or real.startswith(c + os.sep) for c in others):
                 seen.add(real)
                 kept.append(sub)
         dirnames[:] = kept

@@ -57,7 +57,17 @@ def _image_folder_hint(path: str) -> str:
     elif not any(is_class_folder(path, d) and any(
             f.lower().endswith(IMAGE_SUFFIXES) for f in os.listdir(os.path.join(path, d)))
             for d in os.listdir(path)):
-        return ""
+        own = sorted(f for f in os.listdir(path)
+                     if f.lower().endswith(IMAGE_SUFFIXES) and not f.startswith("."))
+        if not own:
+            return ""
+        parent = os.path.dirname(os.path.abspath(path))  # spelt as ``path`` is: relative or not
+        parent = parent if os.path.isabs(path) else os.path.relpath(parent)
+        return (f" It holds images ({own[0]}{' ...' if len(own) > 1 else ''}) but no class "
+                "folders: convert the image folder it is a class of first (datarax convert "
+                f"{parent} DST; images without classes: move "
+                f"them into a subfolder, {os.path.join(path, '<name>')}, and convert {path}), "
+                "then read DST, with decode=datarax.decode_images(...).")
     return (f" It is an image folder{' of splits' if splits else ''}: convert "
             f"{'each split' if splits else 'it'} first (datarax.dataset.convert('{path}', DST), "
             f"or datarax convert {path} DST), then read DST, with "
