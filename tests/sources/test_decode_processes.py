@@ -254,3 +254,48 @@ def test_workers_end_when_their_parent_is_killed(files, tmp_path):
         for pid in workers:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+FORKED_CHILD = '''
+import os, sys, time
+import numpy as np
+
+def decode(record):
+    return {"id": np.frombuffer(record, np.int32)[0]}
+
+if __name__ == "__main__":
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), sys.argv[2:], decode=decode,
+                                     num_threads=2, decode_processes=1)
+    source.seek(0)
+    assert source.get_batch(4)["id"].tolist() == [0, 1, 2, 3]  # the workers run
+    pid = os.fork()  # a torch-style worker pool, a notebook's multiprocessing
+    if pid == 0:
+        with open(sys.argv[1], "w") as f:
+            f.write(" ".join(map(str, source.get_batch(4)["id"].tolist())))
+        os._exit(0)
+    deadline = time.monotonic() + 100  # (a bound on failure only)
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            sys.exit("the forked child hung on the parent's decode workers")
+        time.sleep(0.05)
+    print("parent", source.get_batch(4)["id"].tolist(), flush=True)
+    source.close()
+'''
+
+
+def test_a_forked_child_decodes_with_workers_of_its_own(files, tmp_path):
+    # the child inherits the parent's pool object, but not its threads or workers:
+    # reading through it waited forever; the child now starts workers of its own
+    import subprocess
+    import sys
+
+    script, got = tmp_path / "fork.py", tmp_path / "child.txt"
+    script.write_text(FORKED_CHILD)
+    run = subprocess.run([sys.executable, str(script), str(got), *files],
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert got.read_text() == "4 5 6 7"  # where the parent was
+    assert "parent [4, 5, 6, 7]" in run.stdout  # the parent's own position is its own

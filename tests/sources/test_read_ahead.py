@@ -5,6 +5,9 @@ and one cursor serving host reads, streams and packed text with exact resume."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -128,3 +131,47 @@ def test_one_cursor_reads_ahead_without_moving_and_resumes_exactly(tmp_path, req
     assert _values(resumed.get_batch(3), key) == _values(second[0], key)
     for s in (source, resumed):
         s.close()
+
+
+FORKED_WORKERS = '''
+import os, sys, threading, time
+from datarax.sources.read_ahead import Workers
+
+parent, started, release = os.getpid(), threading.Event(), threading.Event()
+
+def square(n):
+    if os.getpid() == parent and n == 0:  # in the parent: busy on a thread when it forks
+        started.set()
+        release.wait()
+    return n * n
+
+workers = Workers(1, "Src")
+for n in range(4):
+    workers.submit(square, n)
+started.wait()
+pid = os.fork()
+if pid == 0:  # the thread running square(0) and the queue behind it are the parent's
+    with open(sys.argv[1], "w") as f:
+        f.write(" ".join(str(workers.take()) for _ in range(4)))
+    os._exit(0)
+deadline = time.monotonic() + 100  # (a bound on failure only)
+while os.waitpid(pid, os.WNOHANG) == (0, 0):
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        sys.exit("the forked child waited for the parent's threads")
+    time.sleep(0.05)
+release.set()
+print("parent", [workers.take() for _ in range(4)], flush=True)
+workers.stop()
+'''
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork (POSIX)")
+def test_a_forked_child_runs_the_work_its_parents_threads_had_not_finished(tmp_path):
+    script, got = tmp_path / "fork.py", tmp_path / "child.txt"
+    script.write_text(FORKED_WORKERS)
+    run = subprocess.run([sys.executable, str(script), str(got)], capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert got.read_text() == "0 1 4 9"  # every result, in order, the running one too
+    assert "parent [0, 1, 4, 9]" in run.stdout

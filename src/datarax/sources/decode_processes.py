@@ -36,6 +36,7 @@ import os
 import pickle
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -143,10 +144,17 @@ class DecodeProcesses:
     def __init__(self, count: int, name: str) -> None:
         self.count = check_count(count, f"{name} decode_processes", 1)
         self.name = name
+        self._forget_workers()
+        _LIVE.add(self)
+
+    def _forget_workers(self) -> None:
+        """No workers yet (also in a child ``os.fork()`` made: the workers, the pool's
+        threads and whatever locks they held are the parent's, so the child's first read
+        starts workers of its own rather than waiting on the parent's forever)."""
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         # chunks in the pool: no more than workers (at exit the pool finishes all it holds)
-        self._slots = threading.BoundedSemaphore(count)
+        self._slots = threading.BoundedSemaphore(self.count)
         # this source's files in shared memory (a worker that dies mid-chunk leaves one)
         self._shared = (os.path.join(SHARED_DIR, f"datarax-{os.getpid()}-{id(self):x}-")
                         if os.path.isdir(SHARED_DIR) else None)
@@ -208,6 +216,19 @@ class DecodeProcesses:
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         drop_pool(getattr(self, "_pool", None))
+
+
+#: every DecodeProcesses of this process, for a child of os.fork() to forget their workers
+_LIVE: weakref.WeakSet[DecodeProcesses] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for processes in list(_LIVE):
+        processes._forget_workers()
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ------------------------------------------------------------ in the worker process

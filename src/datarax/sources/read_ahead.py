@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -131,6 +132,9 @@ class _Backlog:
         self.ready = threading.Condition(threading.Lock())
         self.items: collections.deque[tuple[concurrent.futures.Future[Any], Callable[..., Any],
                                             tuple[Any, ...]]] = collections.deque()
+        # started and not yet done (a child of os.fork() runs them again: see Workers)
+        self.running: dict[concurrent.futures.Future[Any],
+                           tuple[Callable[..., Any], tuple[Any, ...]]] = {}
         self.closed = False
 
     def close(self) -> None:
@@ -150,15 +154,20 @@ class _Backlog:
                         return
                 if self.closed or program_ending():
                     return
-                future, fn, args = self.items.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue
+                future, fn, args = self.items[0]
+                self.running[future] = (fn, args)  # (before it leaves items: a fork sees it)
+                self.items.popleft()
             try:
-                result = fn(*args)
-            except BaseException as err:  # noqa: BLE001 - raised where it is taken
-                future.set_exception(err)
-            else:
-                future.set_result(result)
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    result = fn(*args)
+                except BaseException as err:  # noqa: BLE001 - raised where it is taken
+                    future.set_exception(err)
+                else:
+                    future.set_result(result)
+            finally:
+                self.running.pop(future, None)
             del future, fn, args
 
 
@@ -170,6 +179,11 @@ class Workers:
     work being run finishes and the work queued behind it is dropped, not run
     (:func:`program_ending`); a user's non-daemon thread still reading after the main
     script ended is served as ever.
+
+    In a child of ``os.fork()`` (a worker pool of ``multiprocessing``'s ``fork`` start
+    method) the threads are gone: the work not done when it forked is run again there,
+    on threads of the child's own, so its ``take()`` gets every result rather than
+    waiting forever for a thread it does not have.
 
     Example:
         >>> workers = Workers(2, "Src")
@@ -187,6 +201,7 @@ class Workers:
         self._started: list[threading.Thread] = []
         self._lock = threading.Lock()  # the queue: a consumer's thread may ask how far
         self._pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
+        _LIVE_WORKERS.add(self)
 
     def __len__(self) -> int:
         """Work submitted and not taken."""
@@ -202,9 +217,12 @@ class Workers:
         with backlog.ready:
             backlog.items.append((future, fn, args))
             backlog.ready.notify()
+        self._start_thread()
+
+    def _start_thread(self) -> None:
         with self._lock:
             if len(self._started) < self.threads:
-                thread = threading.Thread(target=backlog.serve,
+                thread = threading.Thread(target=self._backlog.serve,
                                           name=f"{self._name}-reader_{len(self._started)}")
                 _WORKER_THREADS.add(thread)
                 thread.start()
@@ -212,6 +230,9 @@ class Workers:
 
     def take(self) -> Any:
         """The oldest work's result, once done (its error raised here)."""
+        if not self._started and self._backlog.items:  # forked: the work queued again
+            for _ in range(min(self.threads, len(self._backlog.items))):
+                self._start_thread()
         result = self._pending[0].result()
         with self._lock:
             self._pending.popleft()
@@ -247,6 +268,35 @@ class Workers:
         backlog = getattr(self, "_backlog", None)
         if backlog is not None:
             backlog.close()
+
+    def _queue_again_in_child(self) -> None:
+        """After ``os.fork()``, in the child: the parent's threads (and any lock they
+        held) are not here; the work they had not finished is queued again, in order."""
+        old = self._backlog
+        work = {future: (fn, args) for future, fn, args in list(old.items)}
+        work.update(dict(old.running))
+        self._backlog, self._lock, self._started = _Backlog(), threading.Lock(), []
+        pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
+        for future in list(self._pending):
+            if future in work and not future.done():
+                fn, args = work[future]
+                future = concurrent.futures.Future()
+                self._backlog.items.append((future, fn, args))
+            pending.append(future)
+        self._pending = pending
+
+
+#: every Workers of this process, for a child of os.fork() to queue their work again
+_LIVE_WORKERS: weakref.WeakSet[Workers] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for workers in list(_LIVE_WORKERS):
+        workers._queue_again_in_child()
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @dataclasses.dataclass
