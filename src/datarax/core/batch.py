@@ -59,9 +59,8 @@ def head_on_host(batch: Any, count: int) -> Any:
 
 
 def head_rows(array: Any, count: int) -> Any:
-    """The first ``count`` records of one field of a batch (the short last batch cut from
-    a full-size result). On the CPU backend a zero-copy host view put back as a JAX array,
-    which compiles no slice per field and size; elsewhere an ordinary (cached) slice.
+    """The first ``count`` records of one field of a batch; on the CPU a zero-copy view
+    (no slice compiled per field and size).
 
     Example:
         >>> head_rows(jax.numpy.arange(4), 2).tolist(), head_rows(np.arange(4), 3).tolist()
@@ -73,10 +72,8 @@ def head_rows(array: Any, count: int) -> Any:
 
 
 def gather_rows(column: Any, rows: Any) -> Any:
-    """``column[rows]`` for row numbers known to lie in ``[0, len(column))`` (a shuffle's,
-    a sequence's, a mixture's draws): traced, one gather with no wrapping of negative
-    rows and no bounds handling to compile; concrete rows (outside a compiled step) take
-    ``jnp.take``, which checks them.
+    """``column[rows]`` for rows known to lie in ``[0, len(column))``: traced, one gather
+    without bounds handling; concrete rows take ``jnp.take``, which checks them.
 
     Example:
         >>> gather_rows(jax.numpy.arange(10, 15), jax.numpy.array([4, 0])).tolist()
@@ -113,8 +110,7 @@ def concat_batches(parts: list[Batch], *, on_device: bool = False) -> Batch:
         if all(isinstance(v, dict) for v in values):
             out[key] = concat_batches(values, on_device=on_device)
         elif any(isinstance(v, (list, tuple)) for v in values):
-            # text, some parts as lists: extended as a list (numpy's str dtype would
-            # drop trailing NULs: "a\x00" would come back as "a")
+            # extended as a list: numpy's str dtype would drop trailing NULs
             out[key] = [item for v in values for item in v]
         else:
             out[key] = join(values)

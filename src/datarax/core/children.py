@@ -1,9 +1,8 @@
 """What a source built from other sources checks of them, and what it does to all of them.
 
-A composite source (a concatenation, a mixture, a flat map) reads its children through
-their public API, each at its own position. So each must be a data source, unsharded
-(the Pipeline shards the composite), and a separate object (one object in two places
-would share one position).
+A composite source reads its children through their public API, each at its own
+position: each must be a data source, unsharded (the Pipeline shards the composite) and
+a separate object.
 
 Example:
     >>> import numpy as np
@@ -44,9 +43,7 @@ __all__ = [
 
 
 def check_child(owner: str, name: str, child: Any, *, whole: str, children: str) -> None:
-    """Refuse a child that is not a data source, breaks the contract, or is sharded
-    (``SourceContractError`` naming ``owner``, the child as ``name``, and to shard
-    ``whole`` rather than its ``children``).
+    """Refuse a child that is not a data source, breaks the contract, or is sharded.
 
     Example:
         >>> check_child("FlatMapSource", "source", 3, whole="the flat-mapped source",
@@ -70,10 +67,8 @@ def check_child(owner: str, name: str, child: Any, *, whole: str, children: str)
 
 def check_no_config(owner: str, taken: Sequence[Any], extra: Sequence[Any], *, takes: str,
                     call: str, left_out: Sequence[str] = ()) -> None:
-    """Refuse a composite source given a config among its positional arguments (``taken``:
-    those it takes, named by ``takes``; ``extra``: any more), as the data sources take it
-    first, or given more of them than it takes: it builds its config from its children
-    and keywords. ``left_out`` names required keywords not given (refused after those).
+    """Refuse a composite source given a config or extra positional arguments (it builds
+    its config from its children and keywords), or missing the keywords ``left_out``.
 
     Example:
         >>> from datarax.sources import ShuffleBufferSourceConfig
@@ -98,16 +93,14 @@ def check_no_config(owner: str, taken: Sequence[Any], extra: Sequence[Any], *, t
 
 def check_children(owner: str, kind: str, labels: Sequence[str], children: Sequence[Any], *,
                    whole: str) -> None:
-    """:func:`check_child` for each child (named ``f"{kind} {label}"``), then
-    :func:`check_distinct` (see the module docstring for an example)."""
+    """:func:`check_child` for each child, then :func:`check_distinct`."""
     for label, child in zip(labels, children):
         check_child(owner, f"{kind} {label}", child, whole=whole, children=f"{kind}s")
     check_distinct(owner, kind, labels, children)
 
 
 def check_distinct(owner: str, kind: str, labels: Sequence[str], children: Sequence[Any]) -> None:
-    """Refuse a child object that appears twice in ``children`` (by identity), naming
-    both places it stands in (``labels``).
+    """Refuse a child object that appears twice in ``children``, naming both ``labels``.
 
     Example:
         >>> a, b = object(), object()
@@ -124,8 +117,7 @@ def check_distinct(owner: str, kind: str, labels: Sequence[str], children: Seque
 
 
 def child_settings(prefix: str, child: Any, length: int | None) -> dict[str, Any]:
-    """A child's type, length and own :meth:`order_settings`, each named under ``prefix``
-    (``"parts[1]."``): what a composite source's ``order_settings`` holds of a child.
+    """A child's type, length and :meth:`order_settings`, each named under ``prefix``.
 
     Example:
         >>> import numpy as np
@@ -141,7 +133,7 @@ def child_settings(prefix: str, child: Any, length: int | None) -> dict[str, Any
 
 def close_each(closers: Iterable[Callable[[], object]]) -> None:
     """Call every closer, even after one raised; then raise the first error, the later
-    ones added to it as notes (nothing is left open, nothing is hidden).
+    ones added as notes.
 
     Example:
         >>> closed = []
@@ -167,8 +159,7 @@ def close_each(closers: Iterable[Callable[[], object]]) -> None:
 
 
 class ChildSources:
-    """Mixin of a source built from the sources ``_children()`` returns: their step
-    inputs (every child indexed: the whole source compiles into the step), and closing."""
+    """Mixin of a source built from ``_children()``: their step inputs and closing."""
 
     def _children(self) -> Sequence[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -177,8 +168,7 @@ class ChildSources:
         return tuple(c.step_inputs() for c in self._children())
 
     def epoch_step_inputs(self, epoch: int) -> Any:
-        """:meth:`step_inputs` (a child's epochs are not the composite's: each child
-        reads its positions through its own cipher)."""
+        """:meth:`step_inputs` (each child reads its positions through its own cipher)."""
         return self.step_inputs()
 
     def has_host_fields(self) -> bool:
@@ -189,8 +179,7 @@ class ChildSources:
         return [str(i) for i in range(len(self._children()))]
 
     def stats(self) -> dict[str, Any] | None:
-        """The counters of the children that keep some (remote files: ``"storage"``) as
-        ``{"children": {name: child.stats()}}``; None when none does."""
+        """``{"children": {name: child.stats()}}`` of children with counters, or None."""
         counters = {}
         for name, child in zip(self._child_names(), self._children()):
             stats = getattr(child, "stats", None)
@@ -213,14 +202,13 @@ class ChildSources:
                 child.close_epoch()
 
     def close(self) -> None:
-        """Close every child (all of them, even after one fails; the first error is raised)."""
+        """Close every child (:func:`close_each`)."""
         close_each(child.close for child in self._children())
 
 
 def saved_place(source: Any) -> list[int] | None:
-    """What a composite's ``cursor`` (an int Variable ``[epoch, index, *place]``: where
-    its reading of its children stands) saves: ``place`` when it was taken at the
-    source's position, else None (a bare position, reached by reading the pass)."""
+    """The ``place`` of a composite's ``cursor`` Variable (``[epoch, index, *place]``)
+    when taken at the source's position, else None."""
     cursor = [int(v) for v in np.asarray(source.cursor.get_value())]
     return cursor[2:] if cursor[:2] == [source.epoch, source.index] else None
 

@@ -1,34 +1,10 @@
 """datarax's own compiled steps, kept on disk keyed by the program they run.
 
-:func:`stored_jit` stands where ``jax.jit`` stood for a pipeline's steps. Its first
-call with a new argument signature lowers the step (``jax.jit(fn).lower(*args)``) and
-hashes what came out (``Lowered.as_text()``) together with the jax / jaxlib versions,
-the backend, the device kind, the compiler options and ``XLA_FLAGS``, the host's CPU
-features, the x64 flag and the arguments' shapes, dtypes and devices. An executable
-stored under that key by an earlier process is loaded
-(``jax.experimental.serialize_executable``); otherwise the program is compiled (with
-:func:`compiler_options`) and stored. In memory, each signature's executable is kept
-by the step, as ``jax.jit`` keeps its own, and an entry this process already loaded is
-served again without deserializing it (a second pipeline of the same program; the
-last 32 such). The key is the program itself, so an edited stage, a value read
-while tracing or a new JAX can never be served an old executable, and the same code
-rebuilt in new closures (a notebook cell run again) finds the one it compiled before.
-
-Only datarax's data steps go through here; JAX's options are never changed, and a
-user's own functions (a model, a train step) are never stored.
-
-**Where.** ``$DATARAX_COMPILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax/compiled``
-(``~/.cache/datarax/compiled``; a relative ``XDG_CACHE_HOME`` is ignored:
-:func:`~datarax.host.cache_home.cache_home`), created with mode 0700. On POSIX systems a folder that
-another user owns, that group or others may write, or that is a link is not used (a warning says why, once):
-loading an entry unpickles it, so only its owner may be able to write there.
-``DATARAX_COMPILE_CACHE=0`` turns the store off (steps are then compiled in every
-process, as plain ``jax.jit`` would). A process that sees more than one device does not
-use the store (its steps are compiled as without it). ``DATARAX_COMPILE_CACHE_BYTES`` caps its size
-(default 512 MiB): after a write, the least recently used entries (by mtime; a load
-touches its entry) are removed until it fits. Entries are written to a temporary file
-and renamed into place, and carry a checksum: a truncated or corrupt entry is compiled
-again and replaced, never an error.
+:func:`stored_jit` stands where ``jax.jit`` stood for a pipeline's steps: a step is
+keyed by its lowered program text plus versions, backend, options, CPU features and
+argument signature, so an edited stage or a new JAX is never served an old executable.
+Only datarax's data steps are stored; no JAX option is changed. Where, the size cap,
+safety and bad entries: docs/reliability.md, "Compiled steps on disk".
 
 Example:
     >>> import numpy as np
@@ -67,18 +43,10 @@ from datarax.host.cache_home import cache_home
 
 log = logging.getLogger("datarax.compile")
 
-#: options XLA compiles datarax's data steps with (``Lowered.compile(compiler_options=)``),
-#: per backend platform. On CPU, backend optimization level 1 compiles image augmentation
-#: steps ~20% faster and runs them within a few percent (level 0 changes values); XLA's
-#: elemental fusion emitters instead of its newer MLIR ones (``xla_cpu_use_fusion_emitters``
-#: off) compile a step in a third to a half of the time at the same speed. Both give the
-#: same values bit for bit (pinned by tests/pipeline/test_optimization_level.py). An option
-#: the installed XLA does not know is left out (:func:`compile_with_options`); a program
-#: whose chain of ops may be too long for the elemental emitters gets XLA's own
-#: (:func:`compiler_options`).
+#: options XLA compiles datarax's data steps with, per backend: faster compiles, the
+#: same values bit for bit (tests/pipeline/test_optimization_level.py; docs/reliability.md)
 COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
     "cpu": {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}}
-#: the store's size cap when ``DATARAX_COMPILE_CACHE_BYTES`` is not set
 DEFAULT_CAP_BYTES = 512 * 2**20
 _FORMAT = b"datarax-compiled-1\n"
 #: JAX settings a thread may set for itself that change what a function lowers to
@@ -90,8 +58,7 @@ LOWERING_SETTINGS = (
 )
 _COUNTS: collections.Counter[str] = collections.Counter(
     {"compiled": 0, "loaded": 0, "reused": 0, "stored": 0, "corrupt": 0})
-#: executables this process loaded, by what they were loaded from: (the entry's checksum,
-#: the lowering's argument and result trees) -> the executable; most recent last
+#: (entry checksum, argument and result trees) -> executable loaded; most recent last
 _LOADED: collections.OrderedDict[Any, Any] = collections.OrderedDict()
 _LOADED_SIZE = 32
 _LOADED_LOCK = threading.Lock()
@@ -100,10 +67,8 @@ _UNKNOWN_OPTIONS: set[str] = set()  # compile options the installed XLA refused 
 
 
 def counts() -> dict[str, int]:
-    """How many step executables this process ``compiled``, ``loaded`` from the store,
-    ``reused`` (an entry this process had loaded before, its bytes unchanged: served
-    without deserializing it again), ``stored`` in it, and found ``corrupt`` there (then
-    compiled again)."""
+    """Step executables this process ``compiled``, ``loaded``, ``reused`` (loaded before,
+    not deserialized again), ``stored`` and found ``corrupt``."""
     return dict(_COUNTS)
 
 
@@ -162,8 +127,7 @@ def _leaf_signature(leaf: Any) -> tuple[Any, ...]:
 
 
 def signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """What a call's compiled program depends on besides the function: the arguments'
-    structure, shapes, dtypes and shardings, and the thread's JAX settings."""
+    """What a call's compiled program depends on besides the function."""
     leaves, tree = jax.tree.flatten(args)
     settings = tuple(getattr(jax.config, name, None) for name in LOWERING_SETTINGS)
     return tree, tuple(map(_leaf_signature, leaves)), settings, jax.sharding.get_mesh()
@@ -188,9 +152,7 @@ def _program_key(text: str, args: tuple[Any, ...]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _host() -> str:
-    """The host's machine type and CPU features: a CPU executable is compiled for the
-    features of the CPU it was compiled on (a cache folder shared by machines of
-    several kinds must not hand one to the others)."""
+    """The host's machine type and CPU features (a CPU executable is built for its CPU)."""
     features = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
@@ -201,15 +163,13 @@ def _host() -> str:
                     break
     except OSError:
         pass
-    # platform.processor() runs `uname -p` in a subprocess on Linux, where /proc/cpuinfo
-    # already names the processor and its features
+    # (platform.processor() runs a subprocess on Linux)
     return f"{platform.machine()} {features or platform.processor()}"
 
 
 def compiler_options(text: str | None = None) -> dict[str, Any]:
-    """The :data:`COMPILER_OPTIONS` of the default backend (a copy); for the program
-    ``text`` (``Lowered.as_text()``), without the elemental emitters where it may hold a
-    chain of ops too long for them (:mod:`datarax.core.program_weight`)."""
+    """The :data:`COMPILER_OPTIONS` of the default backend (a copy), without the elemental
+    emitters where ``text`` may be too heavy for them (:mod:`datarax.core.program_weight`)."""
     options = dict(COMPILER_OPTIONS.get(jax.default_backend(), {}))
     if (text is not None and options.get("xla_cpu_use_fusion_emitters") is False
             and program_weight(text) > ELEMENTAL_MAX_WEIGHT):
@@ -218,10 +178,8 @@ def compiler_options(text: str | None = None) -> dict[str, Any]:
 
 
 def compile_with_options(lowered: Any, text: str | None = None) -> Any:
-    """``lowered.compile()`` with :func:`compiler_options` (of ``text``, its
-    ``as_text()``, taken here when not given), less any option the installed
-    XLA refuses as unknown (``No such compile option``; left out from then on in this
-    process): what an option changes is the compile's speed, never whether it runs.
+    """``lowered.compile()`` with :func:`compiler_options`, less any option the installed
+    XLA does not know (left out from then on): an option changes speed, never whether it runs.
 
     Example:
         >>> import jax, numpy as np
@@ -246,10 +204,7 @@ def compile_with_options(lowered: Any, text: str | None = None) -> Any:
 
 def _load(path: Path, lowered: Any) -> Any | None:
     """The executable stored at ``path`` as a :class:`LoadedOnTrial`, or None (missing,
-    corrupt or unloadable). An entry whose bytes this process loaded before (for the same
-    argument and result trees) is not deserialized again: the executable it gave is
-    served (``reused``) — a second pipeline of the same program, a notebook cell run
-    again."""
+    corrupt or unloadable); bytes loaded before are not deserialized again."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -291,8 +246,7 @@ def _load(path: Path, lowered: Any) -> Any | None:
 
 
 def _memo_key(checksum: bytes, lowered: Any) -> Any | None:
-    """What a loaded executable is found again by: the entry's checksum and the trees it
-    was loaded for (None where a tree cannot be hashed: not kept)."""
+    """The :data:`_LOADED` key (None where a tree cannot be hashed)."""
     key = (checksum, lowered.in_tree, lowered.out_tree)
     try:
         hash(key)
@@ -339,8 +293,7 @@ def cap_bytes() -> int:
 
 
 def _trim(folder: Path, keep: Path) -> None:
-    """Remove the least recently used entries until the folder fits the cap (never
-    ``keep``, the entry just written)."""
+    """Remove the least recently used entries but ``keep`` until the folder fits the cap."""
     entries = []
     for entry in os.scandir(folder):
         if entry.name.endswith(".exe") and entry.name != keep.name:
@@ -362,11 +315,8 @@ def _trim(folder: Path, keep: Path) -> None:
 
 
 def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
-    """The executable of ``lowered``: loaded from the store if an earlier process stored
-    it, else compiled (with :func:`compiler_options`) and stored."""
-    # One device only: on several (a mesh, simulated or real), an executable loaded for
-    # the same program text and argument signature was seen to expect other input
-    # shardings than the call's; such processes compile as plain jax.jit would.
+    """The executable of ``lowered``: loaded from the store, else compiled and stored."""
+    # one device only: with several, a loaded executable may expect other input shardings
     folder = _private_folder() if jax.device_count() == 1 else None
     path = None
     text = lowered.as_text()
@@ -385,10 +335,8 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
 
 class LoadedOnTrial:
     """A stored executable until its first call has run: if the runtime cannot run it
-    (XLA's CPU runtime was seen to load an entry that then misses a kernel: ``NOT_FOUND:
-    Function ... not found``), the entry is removed and the program compiled afresh
-    from ``lowered`` and run — an error it raises too is the program's own and is
-    raised. Other attributes are the executable's."""
+    (a loaded entry may miss a kernel), the entry is removed and the program compiled
+    afresh and run. Other attributes are the executable's."""
 
     def __init__(self, compiled: Any, lowered: Any, path: Path) -> None:
         self.compiled, self.lowered, self.path = compiled, lowered, path
@@ -418,13 +366,9 @@ class LoadedOnTrial:
 
 
 class StoredJit:
-    """``fn`` compiled once per argument signature (see :func:`stored_jit`); safe to
-    call from several threads: a second caller of a signature being compiled waits.
-
-    :meth:`prepare` compiles ahead of the first call (on another thread); what it
-    raised is raised by the first call of that signature instead, once — so that call
-    fails as it would have if nothing had been compiled ahead, and the next compiles
-    again."""
+    """``fn`` compiled once per argument signature (:func:`stored_jit`); thread-safe: a
+    second caller of a signature being compiled waits. What :meth:`prepare` raised is
+    raised once, by the first call of that signature."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.jitted = jax.jit(fn)
@@ -481,6 +425,5 @@ class StoredJit:
 
 
 def stored_jit(fn: Callable[..., Any]) -> StoredJit:
-    """``fn`` compiled like ``jax.jit(fn)``, its executables kept in the store: a call
-    with a new signature loads what an earlier process compiled for the same program."""
+    """``fn`` compiled like ``jax.jit(fn)``, its executables kept in the on-disk store."""
     return StoredJit(fn)

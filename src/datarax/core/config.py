@@ -32,8 +32,7 @@ from datarax.host.counts import check_count, python_ints  # noqa: F401  (check_c
 
 
 class _ConfigType(type):
-    """Names a config's options when it is given one it does not have (Python's own
-    error names only the unknown keyword)."""
+    """Names a config's options when it is given one it does not have."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         undeclared = _fields_not_made(cls)
@@ -52,8 +51,7 @@ class _ConfigType(type):
 
 
 def _fields_not_made(cls: type) -> list[str]:
-    """Fields ``cls`` annotates in its own body without being a dataclass (no
-    ``@dataclass`` on it): class attributes, never options (``ClassVar`` ones aside)."""
+    """Non-``ClassVar`` fields ``cls`` annotates without being a dataclass itself."""
     if "__dataclass_fields__" in cls.__dict__:
         return []
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -62,8 +60,7 @@ def _fields_not_made(cls: type) -> list[str]:
 
 
 def unknown_option_message(owner: str, name: str, options: list[str]) -> str:
-    """The message for option ``name``, which ``owner`` does not have: the closest
-    of ``options`` first, then all of them.
+    """The message for option ``name``, which ``owner`` does not have.
 
     >>> unknown_option_message("SourceConfig", "shuffle", ["seed", "shuffle_files"])
     "SourceConfig got an unexpected keyword argument 'shuffle' (did you mean 'shuffle_files'?); its options are: seed, shuffle_files."
@@ -78,9 +75,8 @@ def unknown_option_message(owner: str, name: str, options: list[str]) -> str:
 class StructuralConfig(metaclass=_ConfigType):
     """Frozen dataclass base for configs; fields fix a module's structure.
 
-    Configs are hashable, so a config can key compiled-function caches.
-    ``refused_options`` (a class attribute) maps options a config deliberately lacks to
-    why, said when one is given.
+    Configs are hashable (they key compiled-function caches). ``refused_options`` maps
+    options a config deliberately lacks to why.
 
     Example:
         >>> from dataclasses import dataclass
@@ -100,13 +96,10 @@ class StructuralConfig(metaclass=_ConfigType):
     """
 
     refused_options: ClassVar[dict[str, str]] = {}
-    #: ``inspect.signature`` / ``help()`` show the fields, not ``_ConfigType.__call__``'s
     __signature__ = InitSignature()
 
     def __post_init__(self) -> None:
-        """Validate fields. Subclasses call ``super().__post_init__()`` first; a
-        ``num_epochs`` field (the passes a source's direct iteration makes) is checked
-        here: an int >= 1, or -1 for unbounded."""
+        """Validate fields (subclasses call it first); checks a ``num_epochs`` field."""
         if hasattr(self, "num_epochs"):
             check_int(self, "num_epochs", minimum=1, allowed=(-1,),
                       allowed_means="-1 for passes without end")
@@ -124,16 +117,14 @@ def check_int(
     config: object, name: str, *, minimum: int | None = None, allowed: tuple[int, ...] = (),
     allowed_means: str = "",
 ) -> None:
-    """Raise :class:`ConfigError` unless ``config.name`` is an int >= ``minimum``.
-
-    Values listed in ``allowed`` (e.g. ``-1`` for "unbounded", said by ``allowed_means``)
-    pass as well. A NumPy integer is taken as (and stored as) the same Python int.
+    """Raise :class:`ConfigError` unless ``config.name`` is an int >= ``minimum`` or in
+    ``allowed`` (worded by ``allowed_means``); a NumPy integer is stored as a Python int.
     """
     value = getattr(config, name)
     cls = type(config).__name__
     extra = f" (or {allowed_means})" if allowed_means else \
         f" (or one of {list(allowed)})" if allowed else ""
-    if isinstance(value, np.integer):  # a NumPy integer is kept as the same Python int
+    if isinstance(value, np.integer):
         value = python_ints(value)
         object.__setattr__(config, name, value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -147,10 +138,9 @@ def check_int(
 
 
 def check_bool(config: object, name: str) -> None:
-    """Raise :class:`ConfigError` unless ``config.name`` is a bool. A NumPy bool is taken
-    as (and stored as) the same Python bool."""
+    """Raise :class:`ConfigError` unless ``config.name`` is a bool (NumPy's stored as Python's)."""
     value = getattr(config, name)
-    if isinstance(value, np.bool_):  # as check_int keeps a NumPy integer
+    if isinstance(value, np.bool_):
         value = bool(value)
         object.__setattr__(config, name, value)
     if not isinstance(value, bool):
@@ -173,15 +163,14 @@ def check_seed(config: object, name: str = "seed") -> None:
 
 # Config fields that switch a seed on: the seed is a setting only while one is on.
 SEED_SWITCHES = ("shuffle", "shuffle_files")
-# Config fields that never change which record a position serves (how many passes,
-# what is reported, how fast it is read, how many bad records are tolerated).
+# Config fields that never change which record a position serves.
 NOT_SETTINGS = ("num_epochs", "track_metadata", "cast_float64", "num_threads", "read_ahead",
                 "download", "max_skipped", "max_skipped_fraction")
 
 
 def config_settings(config: StructuralConfig) -> dict[str, Any]:
-    """The scalar fields of ``config`` that decide an epoch's order and content,
-    switches (``shuffle``) first; a seed whose switch is off is left out.
+    """The scalar fields of ``config`` deciding an epoch's order and content, switches
+    first; a seed whose switch is off is left out.
 
     Example:
         >>> @dataclass(frozen=True)
@@ -191,7 +180,7 @@ def config_settings(config: StructuralConfig) -> dict[str, Any]:
         >>> config_settings(Cfg()), config_settings(Cfg(shuffle=True))
         ({'shuffle': False}, {'shuffle': True, 'seed': 1})
     """
-    fields = {  # a NumPy scalar a config kept counts as the same Python value
+    fields = {
         k: v.item() if isinstance(v, np.generic) else v
         for k, v in config.to_dict().items()
         if k not in NOT_SETTINGS
@@ -215,9 +204,8 @@ _SHARD_NOTE = (
 
 
 def check_settings(saved: Any, current: dict[str, Any], where: str) -> None:
-    """Refuse ``saved`` settings unless they equal ``current``, naming the first
-    setting (in ``current``'s order) that differs, or, where one side lacks it, both
-    lists of setting names (a state of another kind of source).
+    """Refuse ``saved`` settings unless they equal ``current``, naming the first that
+    differs (or both name lists, where one side lacks it).
 
     Example:
         >>> check_settings({"seed": 1}, {"seed": 2}, "MySource")

@@ -1,26 +1,11 @@
 """``ReadAheadCursor``: how a pipeline reads a source's batches ahead of its position.
 
-Invariant: a source's position counts what its consumer has received
-(:mod:`datarax.core.position`), so batches read ahead must not move it. A pipeline's
-worker thread *peeks* batches through the cursor ``batch_cursor()`` returns, and the
-consumer's thread *commits* each one it hands out (moving the source's position and
-skip count past it). Anything else that moves or reads the source (``set_state``,
-``nnx.update``, a direct ``get_batch``, ``close``) ends the cursor's session: it turns
-stale and the pipeline starts a new one from the source's position.
-
-A session belongs to the pass that opened it: :meth:`ReadAheadCursor.release` ends the
-cursor's own session and nothing else, so a pass let go late (an abandoned iterator
-collected by the garbage collector, on whatever thread) never ends the reading of the
-pass that took over the source. A peek for an ended session raises
-:class:`SessionEnded`, which a pipeline never hands to its user: it continues from the
-source's position.
-
-``ready(batch_size) -> bool`` says whether ``peek(batch_size)`` would return without
-waiting for a read: a pipeline takes every batch that is ready in one go (their device
-copies made by one call); a cursor that cannot tell says False (one at a time).
-
-Implementation: :class:`~datarax.sources.read_ahead.SessionCursor`, the one cursor of
-host readers, Hugging Face streams and packed text (the read-ahead engine).
+Invariant: a source's position counts what its consumer has received, so read-ahead must
+not move it. A worker thread *peeks* batches; the consumer's thread *commits* each one it
+hands out. Anything else that moves or reads the source ends the cursor's session.
+:meth:`ReadAheadCursor.release` ends only the cursor's own session, so a pass let go late
+never ends the pass that took over. Implementation:
+:class:`~datarax.sources.read_ahead.SessionCursor`.
 
 Example:
     >>> import numpy as np
@@ -47,8 +32,7 @@ import numpy as np
 
 
 class SessionEnded(RuntimeError):
-    """A peek for a reading session that was ended meanwhile (the source was moved,
-    read or closed). Internal: a pipeline continues from the source's position."""
+    """A peek for a reading session that was ended meanwhile. Internal."""
 
 
 class ReadAheadCursor(Protocol):
@@ -60,15 +44,13 @@ class ReadAheadCursor(Protocol):
         ...
 
     def peek(self, batch_size: int) -> tuple[dict[str, Any], np.ndarray, int] | None:
-        """``(batch, stable indices, end)`` of the batch after the last one peeked —
-        ``end`` is the source's position once it is handed out — or None at the pass's
-        end. Any one thread; raises ``SessionEnded`` once not :attr:`current`, and a
-        bad record's error at the batch that would hold it."""
+        """``(batch, stable indices, end)`` of the batch after the last one peeked
+        (``end``: the position once handed out), or None at the pass's end; raises
+        ``SessionEnded`` once not :attr:`current`."""
         ...
 
     def commit(self, end: int | None) -> None:
-        """Hand out everything before position ``end`` (None: the rest of the pass):
-        the consumer's thread, in order."""
+        """Hand out everything before position ``end`` (None: the rest of the pass)."""
         ...
 
     def ready(self, batch_size: int) -> bool:
@@ -77,7 +59,5 @@ class ReadAheadCursor(Protocol):
         ...
 
     def release(self) -> None:
-        """End this cursor's reading session if it is still the open one (its read-ahead
-        and reader threads let go; the position is kept); a newer session, opened by
-        another pass or read, is left alone. Any thread."""
+        """End this cursor's session if it is still the open one (position kept); any thread."""
         ...

@@ -1,20 +1,11 @@
 """``DataSourceModule``: the contract every datarax source shares.
 
-Three kinds of source (:class:`SourceKind`); ``Pipeline`` picks its path from
-``source.kind`` alone, and each kind has its base with that kind's methods:
-:class:`~datarax.core.indexed.IndexedSource` (a traceable ``get_batch_at``, compiled
-into the step), :class:`~datarax.sources.random_access.RandomAccessSource` (records read
-by index on host threads) and :class:`~datarax.core.stream.StreamSource` (forward-only
-``get_batch``). A class that subclasses ``DataSourceModule`` directly gets its kind when
-it is defined, from the method it defines (``get_batch_at`` or ``get_batch``); a source
-of neither is refused when iteration starts, naming both.
-
-The shared contract: ``kind``, ``element_spec()``, the share of each epoch
-(``set_shard()``, ``shard``, ``epoch_size()``), ``order_settings()``, the position
-(``epoch``, ``index``, ``seek()``, ``get_state()`` / ``set_state()``; see
-:mod:`datarax.core.position`), ``close()`` (and ``with``) and ``for element in source``.
-Base-class bookkeeping lives in name-mangled attributes, so a subclass may name its own
-fields freely (``self._shard``, ``self._cursor``, ``self._length`` ...).
+Three kinds (:class:`SourceKind`), each with its base:
+:class:`~datarax.core.indexed.IndexedSource`,
+:class:`~datarax.sources.random_access.RandomAccessSource`,
+:class:`~datarax.core.stream.StreamSource`. A direct subclass gets its kind from the
+method it defines (``get_batch_at`` or ``get_batch``). Base bookkeeping is name-mangled,
+so subclasses may name their own fields freely.
 """
 
 from __future__ import annotations
@@ -38,7 +29,7 @@ from datarax.core.share import Share
 from datarax.core.source_copy import deepcopy_module
 from datarax.typing import Batch
 
-if TYPE_CHECKING:  # checkers read the metaclass's name; at run time it is taken from the class
+if TYPE_CHECKING:
     from flax.nnx.module import ModuleMeta as _ModuleClass
 else:
     _ModuleClass = type(DataraxModule)
@@ -52,14 +43,12 @@ class SourceKind(enum.Enum):
     STREAM = "stream"  # forward-only get_batch: read in order, fast-forward to resume
 
 
-#: the base of each kind (``IndexedSource``, ``StreamSource``), registered as they are defined
 _KIND_BASES: dict[SourceKind, type] = {}
 
 
 class _SourceClass(_ModuleClass):
-    """The class of source classes: a class of no kind (neither declared nor inherited
-    from a kind's base) that defines ``get_batch_at`` (``get_batch``) is created deriving
-    from the indexed (stream) base, so it has that kind's methods from the start."""
+    """Metaclass: a class of no kind defining ``get_batch_at`` (``get_batch``) is created
+    deriving from the indexed (stream) base."""
 
     def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
                 **kwargs: Any) -> Any:
@@ -95,10 +84,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
 
     Subclasses call ``super().__init__(config, rngs=rngs, name=name)`` first, then
     implement ``get_batch_at`` (indexed) or ``get_batch`` (stream) and
-    ``element_spec()`` — or subclass one of the kind bases
-    (:class:`~datarax.core.indexed.IndexedSource`,
-    :class:`~datarax.sources.random_access.RandomAccessSource`,
-    :class:`~datarax.core.stream.StreamSource`).
+    ``element_spec()``, or subclass a kind base.
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -110,14 +96,12 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
     """
 
     kind: ClassVar[SourceKind | None] = None
-    __deepcopy__ = deepcopy_module  # an independent copy at the same position (source_copy.py)
+    __deepcopy__ = deepcopy_module
     #: attributes a copy does not deep-copy: shared, or built by its rebuild_after_copy(memo)
     rebuilt_on_copy: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, kind_base: SourceKind | None = None, **kwargs: Any) -> None:
-        """``kind_base=``: the class is the base of that kind. A class of no kind yet
-        that defines ``get_batch_at`` (``get_batch``) was created deriving from the
-        indexed (stream) base (see ``_SourceClass``), which gives it that kind's methods."""
+        """``kind_base=``: the class is the base of that kind."""
         super().__init_subclass__(**kwargs)
         if kind_base is not None:
             cls.kind = kind_base
@@ -151,25 +135,14 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         )
 
     def spec_from_own_reads(self) -> bool:
-        """Whether :meth:`element_spec` is read off the very data the compiled reads
-        gather, so that the traced comparison of the two a Pipeline makes for a source
-        read in a compiled step (``get_batch_at`` traced at one record and two, when the
-        first pass starts) has nothing to find and is skipped. Default False: compared
-        (``MemorySource`` reading its columns as its own class does: True). Declared
-        here, not on the indexed base alone: a mixture of indexed sources is read
-        compiled too."""
+        """Whether :meth:`element_spec` is read off the data the compiled reads gather,
+        so the Pipeline's traced spec check can be skipped (default False)."""
         return False
 
     # -------------------------------------------------------------------- shard
     def set_shard(self, index: int, count: int, padded: bool = False) -> None:
-        """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this).
-
-        A source of known length serves the block ``shard.bounds(len)`` of each epoch's
-        order; a stream keeps record ``index`` of each whole round of ``count``. So shares
-        are disjoint and equally long, a remainder left out; ``padded=True``
-        (``Pipeline(pad_remainder=True)``) rounds them up instead, so every record is in
-        exactly one share (see :class:`~datarax.core.share.Share`).
-        """
+        """Serve only share ``index`` of ``count`` of every epoch (Pipeline calls this);
+        ``padded``: shares rounded up, not cut (:class:`~datarax.core.share.Share`)."""
         share = Share(index, count)
         self.__shard = Share(index, count, True) if padded and count > 1 else share
         self.datarax_position.retake_settings(self._state_settings)
@@ -193,10 +166,8 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return None if n is None else self.__shard.size(n)
 
     def order_settings(self) -> dict[str, Any]:
-        """The settings that decide the order and content of an epoch, by name: a
-        saved state restores only where they are equal. Default: the config's scalar
-        fields (:func:`~datarax.core.config.config_settings`); a source built from
-        other sources adds theirs (``children[1].seed``).
+        """The settings deciding an epoch's order and content: a state restores only
+        where they are equal. Default: the config's scalar fields.
 
         Example:
             >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -207,10 +178,8 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return config_settings(self.config)
 
     def _state_settings(self) -> dict[str, Any]:
-        """:meth:`order_settings`, the source's class, its share (a position counts the
-        share's records: another process's, or another count's, is refused) and its
-        number of records (when known: a shuffled order is a permutation of them): what
-        a position restored with ``nnx.update`` must have been saved under."""
+        """What a position restored with ``nnx.update`` must have been saved under:
+        :meth:`order_settings`, class, share and record count (when known)."""
         settings = {"class": type(self).__name__, **self.order_settings(),
                     "shard": self.__share_setting()}
         try:
@@ -224,10 +193,8 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return f"{share.index} of {share.count}" + " padded" * share.padded
 
     def _saved_settings(self, *, restoring: bool = False) -> dict[str, Any]:
-        """:meth:`order_settings` plus ``"shard"`` (``"0 of 2"``): what :meth:`get_state`
-        saves (the shard only for a share of several, a position counting that share's
-        records) and a restore compares (``restoring``: always; a state saved without a
-        shard is compared without it)."""
+        """:meth:`order_settings` plus ``"shard"`` (``"0 of 2"``) when sharded, or always
+        when ``restoring``."""
         settings = self.order_settings()
         share = self.__shard
         if restoring or share.count > 1 or share.padded:
@@ -248,9 +215,8 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return self.datarax_position.index
 
     def seek(self, epoch: int, index: int = 0) -> None:
-        """Stand at record ``index`` of pass ``epoch`` (the next record served); host
-        sources drop their read-ahead, streams re-read the pass up to there (``epoch``
-        and ``index`` ints >= 0, else a ``ConfigError`` naming the one that is not)."""
+        """Stand at record ``index`` of pass ``epoch`` (the next record served); streams
+        re-read the pass up to there."""
         epoch = check_count(epoch, f"{type(self).__name__}.seek epoch", 0)
         index = check_count(index, f"{type(self).__name__}.seek index", 0)
         self.datarax_position.seek(epoch, index)
@@ -261,9 +227,8 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         """Hook: the position was set from outside; kinds drop what depended on it."""
 
     def get_state(self) -> dict[str, Any]:
-        """A small JSON-able dict: the position (what the consumer has received) and
-        ``settings``, the :meth:`order_settings` a restore must match — left out when
-        there are none but a shuffle switched off (the position alone then).
+        """A small JSON-able dict: the position and ``settings``, the
+        :meth:`order_settings` a restore must match.
 
         Example:
             >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -284,8 +249,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`get_state` dict (on this or a freshly built source); a
-        Pipeline fed by this source continues from here on its next ``iter()``."""
+        """Continue from a :meth:`get_state` dict (on this or a freshly built source)."""
         epoch, index = self.datarax_position.check_state(
             state, length=self.epoch_size(), where=type(self).__name__,
             settings=self._saved_settings(restoring=True),
@@ -293,8 +257,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         self.seek(epoch, index)
 
     def __getattr__(self, name: str) -> Any:
-        """Only for attributes not found: ``source.batch`` says where batching is done; an
-        attribute the base's ``__init__`` sets, on a source built without it, says so."""
+        """Attributes not found: hints for ``batch`` and a skipped base ``__init__``."""
         hint = _NOT_A_SOURCE_METHOD.get(name)
         if name in _SET_BY_BASE_INIT and "datarax_position" not in vars(self):
             hint = _NO_BASE_INIT.format(name=type(self).__name__)
@@ -309,8 +272,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        """Close; an error raised in the ``with`` block is never replaced by one raised
-        while closing (that one is added to it as a note)."""
+        """Close; an error closing is added as a note to the block's own error."""
         error = exc[1] if len(exc) > 1 else None
         if not isinstance(error, BaseException):
             self.close()
@@ -337,8 +299,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
     def __iter__(self) -> DataSourceModule:
         """Iterate records from the current position; restarts a finished source."""
         check_contract(self)
-        # the position a record read moves carries the settings it was read under, so an
-        # nnx.state taken after direct iteration is refused by a source built otherwise
+        # so an nnx.state taken after direct iteration is refused by a source built otherwise
         self.datarax_position.note_settings(self._state_settings)
         if self._exhausted():
             self.seek(0, 0)
@@ -359,24 +320,21 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return record
 
     def _note_direct_end(self) -> None:
-        """Mark where direct reads ended an epoch (or direct iteration its last pass)."""
+        """Mark where direct reads ended an epoch."""
         ended = getattr(self, "_DataSourceModule__direct_end", None)
         if ended is not None:  # the next iter() starts over (see _exhausted)
             ended.at = self.datarax_position.where()
             ended.restores = self.datarax_position.restores
 
     def direct_pass_ended(self) -> bool:
-        """Whether direct reads (``for record in source``, ``next(source)``) ended an
-        epoch here and the position has not moved since: a Pipeline's next pass is then
-        the next epoch, as after a pass of its own that ended (not an empty rest of this
-        one)."""
+        """Whether direct reads ended an epoch here and the position has not moved since
+        (a Pipeline's next pass is then the next epoch)."""
         ended = getattr(self, "_DataSourceModule__direct_end", None)
         return (ended is not None and ended.at == self.datarax_position.where()
                 and ended.restores == self.datarax_position.restores)
 
     def _next_record(self) -> tuple[Batch, int]:
-        """The next record and its stable index, read through ``get_batch_with_indices``
-        (the host and stream kinds serve records with it; the indexed base overrides)."""
+        """The next record and its stable index (the indexed base overrides)."""
         read = self.get_batch_with_indices  # type: ignore[attr-defined]
         batch, indices = read(1)
         if batch is None:
@@ -392,13 +350,11 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         return record_at(batch, 0), index
 
 
-#: what a source lacks on purpose, and where it is done instead
 _NOT_A_SOURCE_METHOD = {
     "batch": "sources do not batch; batching is the Pipeline's job: "
              "Pipeline(source=source, stages=[], batch_size=N, rngs=nnx.Rngs(0))",
 }
 
-#: what DataSourceModule.__init__ sets: missing, a subclass skipped it
 _SET_BY_BASE_INIT = frozenset({"config", "name", "datarax_position"})
 _NO_BASE_INIT = ("{name} was built without DataSourceModule.__init__, which gives a source "
                  "its position: call super().__init__(config, rngs=rngs, name=name) first in "
@@ -406,9 +362,8 @@ _NO_BASE_INIT = ("{name} was built without DataSourceModule.__init__, which give
 
 
 class _DirectEnd(HostState):
-    """Where direct reads (``for record in source``) last ended an epoch: a source of
-    unknown length knows it has finished only by reading to the end, and a Pipeline
-    over the source starts the next epoch there (:meth:`DataSourceModule.direct_pass_ended`)."""
+    """Where direct reads last ended an epoch (a source of unknown length knows it only
+    by reading to the end)."""
 
     def __init__(self) -> None:
         self.at: tuple[int, int] | None = None
@@ -445,8 +400,7 @@ _CALL_PROBLEMS: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDic
 
 
 def _call_problem(cls: type) -> str | None:
-    """Why datarax cannot call the read method of ``cls``'s kind as it does
-    (``get_batch_at(start, size, key)``, ``get_batch(batch_size)``), or None; once per class."""
+    """Why datarax cannot call ``cls``'s read method as it does, or None; once per class."""
     if cls not in _CALL_PROBLEMS:
         _CALL_PROBLEMS[cls] = None
         reads = {SourceKind.INDEXED: ("get_batch_at", (0, 1, None), "start, size, key=None"),
@@ -470,8 +424,7 @@ def _call_problem(cls: type) -> str | None:
 
 
 def skipping_setting(source: Any) -> str | None:
-    """The name of the first of ``source``'s order settings that makes it skip bad
-    records (``on_error="skip"``, its own or a child's), or None.
+    """The first of ``source``'s order settings with ``on_error="skip"``, or None.
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig

@@ -1,19 +1,11 @@
 """The per-record draw (draw version 2): one call for a record's random words, then plain
 arithmetic for every number an operator needs.
 
-Each ``jax.random`` call (``uniform``, ``randint``, ``split``, ``fold_in``) is one
-threefry evaluation in the compiled program, and XLA compiles each one apart: under
-``jax.vmap`` a chain of ~20 such calls per record made most of an augmentation step's
-compile time. An operator of draw version 2 asks :func:`words` for every random word it
-needs at once (no threefry at all for at most a key's own 64 bits: a record key is
-already threefry output) and turns them into numbers with :func:`uniform` and
-:func:`integer`; one that also needs a field of values (noise over the image) draws it
-from the key itself, its one ``jax.random`` call. Values stay a pure function of the record's key, so of (seed, epoch,
-record index): the same at any batch size, after any resume and on any host.
-
-:data:`DRAW_VERSION` names this derivation; a saved Pipeline state records it when the
-pipeline draws (``settings["draw"]``), and a state of another version is refused
-(docs/reliability.md), since its remaining batches would not be the ones it saw.
+Each ``jax.random`` call is one threefry evaluation XLA compiles apart, so an operator
+asks :func:`words` for every word it needs at once (none at all up to the key's own 64
+bits) and turns them into numbers with :func:`uniform` and :func:`integer`. Values stay a
+pure function of the record's key: the same at any batch size, resume or host.
+:data:`DRAW_VERSION` is recorded in a saved state; another version is refused.
 
 Example:
     >>> import jax
@@ -34,8 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: the version of the per-record derivation of random values (see the module docstring);
-#: 1: each operator drew with its own ``jax.random`` calls (datarax before it)
+#: the version of the per-record derivation of random values
 DRAW_VERSION = 2
 
 
@@ -84,13 +75,10 @@ def _normal(word: Any) -> Any:
 def symmetric_beta(keys: Any, a: float) -> Any:
     """One ``Beta(a, a)`` float32 per key of ``keys`` (shape ``(n,)``), exact in law.
 
-    Each value is ``G1 / (G1 + G2)`` of two ``Gamma(a)`` variates, drawn by the
-    Marsaglia-Tsang rejection method for ``Gamma(a + 1)`` times ``U ** (1 / a)`` (in log
-    space, so a small ``a`` does not underflow). All records try together in one loop; try
-    ``t`` of a record uses the six words of ``fold_in(key, t)``, so its value is a pure
-    function of its own key, whatever the batch around it. Each try costs three
-    ``fold_in`` calls; ``jax.random.beta`` under ``vmap`` traced two rejection loops of
-    several ``jax.random`` calls each (about 1.5 s of CPU to compile, against 0.5 s).
+    Each value is ``G1 / (G1 + G2)`` of two ``Gamma(a)`` variates (Marsaglia-Tsang for
+    ``Gamma(a + 1)`` times ``U ** (1 / a)``, in log space). Try ``t`` of a record uses
+    words of ``fold_in(key, t)``, so its value depends on its own key alone; cheaper to
+    compile than ``jax.random.beta`` under ``vmap``.
 
     Example:
         >>> import jax

@@ -31,11 +31,8 @@ class Element:
 
     Elements are immutable pytrees, so operators work under ``jax.vmap``/``jax.jit``.
 
-    ``metadata`` is filled by a source built with ``track_metadata=True`` when it is
-    iterated directly (``for element in source``). Inside a Pipeline's stages (and
-    ``ElementOperator.apply_batch``) an operator's element carries the record's fields
-    alone: ``metadata`` is None there; a stage that needs a record's origin reads it
-    from a field of the data.
+    ``metadata`` is filled by a source built with ``track_metadata=True`` when iterated
+    directly; inside a Pipeline's stages it is None (keep a record's origin in a field).
 
     Example:
         >>> import jax.numpy as jnp

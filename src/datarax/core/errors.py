@@ -53,10 +53,7 @@ def first_line(err: BaseException) -> str:
 
 def refused_call(fn: Callable[..., Any], *args: Any) -> tuple[inspect.Signature, TypeError] | None:
     """``(fn's signature, Python's TypeError)`` where ``fn`` cannot be called with
-    ``args`` as positional arguments; None where it can, or where its signature cannot be
-    read (a builtin: the call itself will say). What every check of a user's function
-    (a stage, a predicate, an operator's ``fn``, a train step) asks, each wording its own
-    message.
+    ``args``; None where it can, or where its signature cannot be read.
 
     Example:
         >>> def step(model, batch): ...

@@ -1,11 +1,9 @@
 """``IndexedSource``: the base of sources a Pipeline runs as one compiled step per batch.
 
 Implement ``__len__`` and a stateless, JAX-traceable ``get_batch_at(start, size, key)``
-(``start`` is a global position: epoch ``e`` starts at ``e * len(self)``; wrap with
-``% len(self)``). A source that shuffles, partitions or mixes records also overrides
-``record_indices_at`` so stochastic stages key each record on its stable index.
-Position, state, shards and record iteration come from
-:class:`~datarax.core.data_source.DataSourceModule`.
+(``start`` is global: epoch ``e`` starts at ``e * len(self)``; wrap with ``% len(self)``).
+A source that reorders records also overrides ``record_indices_at``, so stochastic
+stages key each record on its stable index.
 
 Example:
     >>> import jax.numpy as jnp
@@ -42,12 +40,8 @@ from datarax.typing import Batch
 class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
     """An indexed (random access, traceable) source; see the module docstring.
 
-    A concrete ``start`` (a Python or NumPy integer, not a traced value) given to
-    ``get_batch_at`` or ``get_batch_and_indices_at`` must be a global position: ``>= 0``
-    and, while ``jax_enable_x64`` is off, ``start + size <= 2**31``; another is refused
-    with a :class:`~datarax.errors.ConfigError` naming the method and the valid range
-    (a negative ``start`` would otherwise wrap to the end of the source). A traced
-    ``start`` (inside a compiled step) is not checked.
+    A concrete ``start`` must be ``>= 0`` (and, without x64, ``start + size <= 2**31``),
+    else :class:`~datarax.errors.ConfigError`; a traced one is not checked.
     """
 
     @classmethod
@@ -63,23 +57,19 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
                         "define __len__(self), the number of records one epoch holds.")
 
     def supports_indexed_access(self) -> bool:
-        """True: defining ``get_batch_at`` is what makes a source indexed (also
-        ``source.kind is SourceKind.INDEXED``)."""
+        """True (also ``source.kind is SourceKind.INDEXED``)."""
         return True
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
         """``size`` records starting at global position ``start`` (stateless, traceable).
 
-        ``key`` is the batch's key in a Pipeline (its key folded with ``start``: the same
-        for the same ``rngs`` and start, after a restore too) and None when the source is
-        iterated directly or traced for its spec. A draw from it belongs to the batch, so
-        it changes with ``batch_size``; draw per-record randomness in a stochastic stage
-        (keyed by :meth:`record_indices_at`) instead."""
+        ``key``: the batch's key in a Pipeline, else None. A draw from it changes with
+        ``batch_size``; draw per-record randomness in a stochastic stage instead."""
         raise NotImplementedError(f"{type(self).__name__} does not implement get_batch_at")
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
-        """Stable index of each record ``get_batch_at(start, size, key)`` serves: by
-        default its position (``(start + i) % len(self)``), right for records in order."""
+        """Stable index of each record ``get_batch_at(start, size, key)`` serves (default:
+        ``(start + i) % len(self)``)."""
         positions = jnp.arange(size) + start
         n = length_or_none(self)
         return positions if n is None else positions % n
@@ -87,8 +77,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
     def get_batch_and_indices_at(
         self, start: Any, size: int, key: Any | None = None
     ) -> tuple[Batch, Any]:
-        """``(get_batch_at(...), record_indices_at(...))`` in one call (traceable); a source
-        that computes the indices anyway (a shuffled one) overrides it to trace them once."""
+        """``(get_batch_at(...), record_indices_at(...))`` in one traceable call."""
         check_start(self, "get_batch_and_indices_at", start, size)
         return self.get_batch_at(start, size, key), self.record_indices_at(start, size, key)
 
@@ -98,14 +87,11 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         return False
 
     def step_inputs(self) -> Any:
-        """Arrays the compiled step receives as arguments rather than as NNX state
-        (a source keeping its records out of ``nnx.state``); default none."""
+        """Arrays the compiled step receives as arguments rather than NNX state; default none."""
         return None
 
     def epoch_step_inputs(self, epoch: int) -> Any:
-        """The step inputs of a pass of epoch ``epoch`` alone (positions of other epochs
-        are never asked for with them): by default :meth:`step_inputs`; a source may add
-        what it prepares per epoch (``MemorySource``: the epoch's order as a table)."""
+        """The step inputs of epoch ``epoch``'s pass alone (default :meth:`step_inputs`)."""
         return self.step_inputs()
 
     def bind_step_inputs(self, inputs: Any) -> contextlib.AbstractContextManager[Any]:
@@ -113,8 +99,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         return contextlib.nullcontext()
 
     def has_host_fields(self) -> bool:
-        """True for a source that keeps some fields (text) on the host: the compiled step
-        gathers the device fields, Pipeline adds the others with :meth:`with_host_fields`."""
+        """True for a source keeping some fields (text) on the host (:meth:`with_host_fields`)."""
         return False
 
     def with_host_fields(self, batch: Batch, start: int, size: int) -> tuple[Batch, Any]:
@@ -152,7 +137,6 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
 
 _READS = ("get_batch_at", "get_batch_and_indices_at")
 
-#: what JAX raises when traced code needs a concrete value (Python control flow, int())
 TRACER_ERRORS = (
     jax.errors.ConcretizationTypeError,
     jax.errors.TracerBoolConversionError,
@@ -162,8 +146,7 @@ TRACER_ERRORS = (
 
 
 def _checking_start(method: Any, name: str) -> Any:
-    """``method`` that first refuses a concrete ``start`` outside the global positions,
-    and names itself when, compiled, it needs a concrete value of a traced ``start``."""
+    """``method``, refusing a bad concrete ``start`` and naming itself on tracer errors."""
 
     @functools.wraps(method)
     def read(self: IndexedSource, start: Any, size: int, *args: Any, **kwargs: Any) -> Any:
@@ -206,7 +189,7 @@ def traced_read_error(source: Any, method: str, err: BaseException) -> ConfigErr
 
 def check_start(source: Any, method: str, start: Any, size: Any) -> None:
     """Refuse a concrete ``start`` below 0 or (int32 positions) with ``start + size`` past
-    ``2**31``; a traced ``start`` passes unchecked."""
+    ``2**31``."""
     if isinstance(start, jax.core.Tracer) or isinstance(start, (bool, np.bool_)):
         return
     if isinstance(start, (int, np.integer)):

@@ -30,9 +30,8 @@ WIDE_FROM = 2**32
 
 
 def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
-    """Keys for each record: ``fold_in(fold_in(base_key, epoch), index)``; for the
-    ``(n, 2)`` words of :func:`index_words`, ``fold_in(..., low)`` then, where the high
-    word is not 0, ``fold_in(that, high)``."""
+    """Keys for each record: ``fold_in(fold_in(base_key, epoch), index)`` (wide indices:
+    see :func:`index_words`)."""
     epoch_key = jax.random.fold_in(base_key, jnp.asarray(epoch, jnp.uint32))
     indices = jnp.asarray(record_indices).astype(jnp.uint32)
     if indices.ndim == 2:  # wide: (low, high) words
@@ -45,10 +44,9 @@ def record_keys(base_key: Any, epoch: Any, record_indices: Any) -> Any:
 
 
 def index_words(indices: Any) -> np.ndarray:
-    """The ``(n, 2)`` uint32 ``(low, high)`` words of int64 stable ``indices`` (host): what
-    a step of a pass whose source numbers records past ``2**32`` takes for them. A
-    record's key is ``fold_in(row, low)``, and where ``high`` is not 0 ``fold_in`` of
-    that with ``high``: an index below ``2**32`` keeps its key, every other gets its own.
+    """The ``(n, 2)`` uint32 ``(low, high)`` words of int64 stable ``indices``. A key is
+    ``fold_in(row, low)``, then ``fold_in(.., high)`` where ``high`` is not 0: an index
+    below ``2**32`` keeps its key, every other gets its own.
 
     >>> index_words([5, 2**32 + 5]).tolist()
     [[5, 0], [5, 1]]
@@ -58,11 +56,9 @@ def index_words(indices: Any) -> np.ndarray:
 
 
 def step_indices(indices: Any, wide: bool, source: Any) -> np.ndarray:
-    """What a step takes for a batch's stable ``indices`` (host, int64): their
-    :func:`index_words` where ``wide`` (the pass's source may number a record past
-    ``2**32``, :func:`~datarax.core.lengths.wide_stable_indices`), else int32 (its
-    keys take the index as uint32). A narrow pass given an index past ``2**32`` is
-    refused, naming ``source``: its key would repeat another record's.
+    """What a step takes for a batch's stable ``indices``: :func:`index_words` where
+    ``wide``, else int32; a narrow pass given an index past ``2**32`` is refused, naming
+    ``source`` (its key would repeat another record's).
 
     >>> step_indices(np.asarray([3, 4]), False, None).dtype, step_indices([3], True, None).shape
     (dtype('int32'), (1, 2))
@@ -83,8 +79,7 @@ def step_indices(indices: Any, wide: bool, source: Any) -> np.ndarray:
 
 def stage_record_keys(pipeline_key: Any, positions: Any, epoch: Any, record_indices: Any) -> Any:
     """``(len(positions), records)`` keys: row ``s`` is ``record_keys(fold_in(pipeline_key,
-    positions[s]), epoch, record_indices)``, every stage's keys derived together (three
-    threefry evaluations in the compiled program, however many stages draw).
+    positions[s]), epoch, record_indices)``, every stage's derived together.
 
     >>> import jax, jax.numpy as jnp
     >>> key = jax.random.key(0)
@@ -99,11 +94,9 @@ def stage_record_keys(pipeline_key: Any, positions: Any, epoch: Any, record_indi
 
 
 class StepKeys(NamedTuple):
-    """A pass's keys, drawn on the host (NumPy threefry, no device work): ``pipeline``, the
-    pipeline key's data (``fold_in(key, count)``), and ``stages``, row ``p - 1`` the data of
-    ``fold_in(fold_in(pipeline, p), epoch)`` for stage position ``p``. A compiled step
-    given them derives its records' keys with one threefry evaluation, not three more per
-    step; the keys are those :func:`stage_record_keys` derives in-step, bit for bit."""
+    """A pass's keys, drawn on the host with NumPy: ``pipeline`` (``fold_in(key, count)``)
+    and ``stages``, row ``p - 1`` ``fold_in(fold_in(pipeline, p), epoch)``. Bit for bit
+    the keys :func:`stage_record_keys` derives in-step, with less threefry work."""
 
     pipeline: Any
     stages: Any
@@ -138,15 +131,13 @@ def step_key(key: Any) -> Any:
 
 
 def for_stages(key: Any) -> Any:
-    """What :func:`~datarax.core.stages.apply_stages` takes for a step's ``key``: the
-    :class:`StepKeys` as they are (their table spares threefry work), a pair drawn."""
+    """A step's ``key`` as :func:`~datarax.core.stages.apply_stages` takes it."""
     return key if isinstance(key, StepKeys) else draw(*key)
 
 
 def _threefry(k0: Any, k1: Any, x1: Any, add: Any, xor: Any, rotate: Any) -> tuple[Any, Any]:
-    """The two words of threefry-2x32 of the block ``(0, x1)`` under the key ``(k0, k1)``
-    (``jax.random.fold_in``'s rounds), written once over the uint32 ``add``, ``xor`` and
-    ``rotate(x, r)`` of the caller's arrays: NumPy's on the host, ``lax``'s in a step."""
+    """Threefry-2x32 of the block ``(0, x1)`` under ``(k0, k1)`` (``fold_in``'s rounds),
+    over the caller's uint32 ``add``, ``xor`` and ``rotate``: NumPy's or ``lax``'s."""
     ks = (k0, k1, xor(xor(k0, k1), np.uint32(0x1BD11BDA)))
     x0, x1 = ks[0], add(x1, ks[1])  # the block (0, x1), keyed
     for block in range(5):
@@ -159,9 +150,8 @@ def _threefry(k0: Any, k1: Any, x1: Any, add: Any, xor: Any, rotate: Any) -> tup
 
 
 def host_fold_in(key: Any, data: Any) -> np.ndarray:
-    """``jax.random.key_data(jax.random.fold_in(k, data))`` for the threefry key ``k`` of
-    raw data ``key`` (``(..., 2)`` uint32), computed with NumPy; ``data`` (taken as
-    uint32) broadcasts against the keys, giving ``(..., 2)``."""
+    """``key_data(fold_in(k, data))`` for raw threefry data ``key`` (``(..., 2)`` uint32),
+    computed with NumPy; ``data`` broadcasts against the keys."""
     key = np.asarray(key, np.uint32)
     x1 = np.asarray(np.asarray(data, np.int64) & 0xFFFFFFFF, np.uint32)
     k0, k1, x1 = (np.array(a).reshape(-1) for a in np.broadcast_arrays(key[..., 0],
@@ -174,12 +164,8 @@ def host_fold_in(key: Any, data: Any) -> np.ndarray:
 def fold_in_rows(rows: Any, records: Any) -> Any:
     """``(len(rows), len(records), 2)`` uint32 key data: entry ``[s, r]`` is the data of
     ``jax.random.fold_in(wrap_key_data(rows[s]), records[r])`` for threefry rows
-    (``(n, 2)`` uint32), bit for bit (traceable; ``records`` taken as uint32).
-
-    The threefry-2x32 rounds of :func:`host_fold_in`, on ``lax`` ops: JAX's own
-    ``fold_in`` under ``vmap`` is lowered by tracing its threefry again, nested calls
-    and all (~20-35 ms of a step's lowering on a 2-core CPU), this one traces and lowers
-    ~110 elementwise ops (~7-13 ms).
+    (``(n, 2)`` uint32), bit for bit (traceable). On ``lax`` ops: far cheaper to lower
+    than JAX's ``fold_in`` under ``vmap``.
 
     >>> import jax
     >>> rows = np.asarray([[0, 7], [3, 9]], np.uint32)
@@ -188,9 +174,9 @@ def fold_in_rows(rows: Any, records: Any) -> Any:
     >>> got.shape, got[1, 1].tolist() == jax.random.key_data(want).tolist()
     ((2, 2, 2), True)
     """
-    lax = jax.lax  # lax throughout (no jnp wrapper to trace on first use), scalar
-    rows = lax.convert_element_type(rows, np.uint32)  # literals: no promotion or
-    records = lax.convert_element_type(records, np.uint32)  # broadcast ops to lower
+    lax = jax.lax  # lax throughout: no promotion or broadcast ops to lower
+    rows = lax.convert_element_type(rows, np.uint32)
+    records = lax.convert_element_type(records, np.uint32)
     high = None
     if records.ndim == 2:  # wide: the (low, high) words of index_words
         records, high = (lax.index_in_dim(records, i, 1, keepdims=False) for i in (0, 1))
@@ -214,8 +200,7 @@ def _lax_threefry(k0: Any, k1: Any, x1: Any) -> tuple[Any, Any]:
 
 
 def check_rngs(rngs: Any, owner: str) -> None:
-    """Refuse, naming ``owner`` and the value, an ``rngs`` that is neither None nor an
-    ``nnx.Rngs``."""
+    """Refuse an ``rngs`` that is neither None nor an ``nnx.Rngs``."""
     if rngs is not None and not isinstance(rngs, nnx.Rngs):
         raise ConfigError(
             f"{owner} rngs must be an nnx.Rngs or None, got {type(rngs).__name__} "
@@ -226,10 +211,9 @@ def check_rngs(rngs: Any, owner: str) -> None:
 def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
     """Reserve one draw of an ``nnx.Rngs`` stream without running device code.
 
-    Returns ``(key, count)``; ``jax.random.fold_in(key, count)`` (see :func:`draw`) is
-    exactly the key ``rngs[stream]()`` would have returned, and the stream's counter
-    advances as if it had been called. Deferring the ``fold_in`` into a compiled step
-    keeps pipeline construction free of eager JAX compilations.
+    Returns ``(key, count)``: :func:`draw` of it is exactly the key ``rngs[stream]()``
+    would have returned, and the counter advances as if called. The ``fold_in`` is
+    deferred into the compiled step, so construction compiles nothing.
     """
     check_rngs(rngs, owner)
     try:
@@ -244,16 +228,14 @@ def reserve_draw(rngs: Any, stream: str, owner: str) -> tuple[Any, Any]:
     count = np.asarray(rng_stream.count.get_value(), dtype=np.uint32)
     rng_stream.count.set_value(jnp.asarray(count + np.uint32(1), dtype=jnp.uint32))
     if str(jax.random.key_impl(key)) == str(jax.config.jax_default_prng_impl):
-        # Raw key data (uint32) rather than a typed key: plain arrays that Orbax saves.
+        # raw key data: plain arrays that Orbax saves
         key = np.asarray(jax.random.key_data(key))
     return key, count
 
 
 def seed_key(seed: Any, owner: str) -> tuple[Any, Any]:
-    """``(key, count)`` of the first draw of ``nnx.Rngs(seed)``'s default stream (the
-    pair :func:`reserve_draw` returns for it), without building an ``nnx.Rngs``; for
-    JAX's default threefry keys without device work either. ``seed`` is an int in
-    [0, 2**32), refused otherwise naming ``owner``.
+    """:func:`reserve_draw`'s pair for ``nnx.Rngs(seed)``, without building one (nor, for
+    threefry keys, device work). ``seed``: an int in [0, 2**32).
 
     >>> key, count = seed_key(7, "Pipeline")
     >>> key.tolist(), int(count)

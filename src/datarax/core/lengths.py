@@ -1,7 +1,5 @@
-"""A source's length, known or not: ``len()`` where the source knows it, None (or the
-reason) where only reading will tell; and the span of stable indices its records take.
-Nothing here imports JAX or a source: any object with ``__len__`` is asked the same way.
-"""
+"""A source's length where it knows it (None, or the reason, where only reading will
+tell), and the span of stable indices its records take."""
 
 from __future__ import annotations
 
@@ -22,13 +20,8 @@ def length_or_none(source: Any) -> int | None:
 
 
 def stable_index_span(source: Any) -> int | None:
-    """How many stable indices ``source``'s records take: every record of every pass
-    has its stable index in ``[0, span)`` (per-record keys are derived from it). A
-    source whose span is not its length says it with a ``stable_index_span()`` method
-    (a mixture: None, its draws counted across passes; a concatenation: the sum of its
-    parts'); any other's is its length. None: unknown or unbounded. A source built from
-    others that shifts their stable indices (a concatenation) shifts them by spans, so
-    no two records of an epoch share one.
+    """How many stable indices ``source``'s records take (all in ``[0, span)``): its
+    ``stable_index_span()`` where it has one, else its length. None: unknown or unbounded.
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -41,11 +34,8 @@ def stable_index_span(source: Any) -> int | None:
 
 
 def stable_index_bound(source: Any) -> int | None:
-    """A bound on ``source``'s stable indices: every record of every pass has one below
-    it. A source built from others that numbers records past its span says it with a
-    ``stable_index_bound()`` method (a flat map: its parent's bound times
-    ``max_outputs``); any other's is its :func:`stable_index_span`. None: unbounded or
-    unknown.
+    """A bound on ``source``'s stable indices: its ``stable_index_bound()`` where it has
+    one, else :func:`stable_index_span`. None: unbounded or unknown.
 
     Example:
         >>> from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig
@@ -59,10 +49,8 @@ def stable_index_bound(source: Any) -> int | None:
 
 
 def wide_stable_indices(source: Any) -> bool:
-    """Whether ``source`` may number a record ``2**32`` or more (its bound unknown or
-    past that): a pass over it derives its records' keys from both 32-bit words of the
-    index (:func:`~datarax.core.keys.index_words`), asked once, when the pass begins.
-    Every other pass keeps the one-word derivation, its compiled step unchanged.
+    """Whether ``source`` may number a record ``2**32`` or more: its keys then take both
+    words of the index (:func:`~datarax.core.keys.index_words`).
 
     Example:
         >>> from datarax.sources import FlatMapSource, MemorySource, MemorySourceConfig
@@ -77,10 +65,8 @@ def wide_stable_indices(source: Any) -> bool:
 
 
 class LengthIfKnown:
-    """Mixin of a source whose length may be unknown before it is read (a flat map, an
-    interleave, a concatenation or a mixture of such): ``len()`` is what
-    :meth:`length_or_reason` returns, or ``TypeError("<class> has no length: <reason>")``
-    when that is a reason; ``bool()`` is always True (a source, not a count of records).
+    """Mixin of a source whose length may be unknown before it is read: ``len()`` is
+    :meth:`length_or_reason`'s count, or ``TypeError`` with its reason; ``bool()`` is True.
 
     Example:
         >>> class Endless(LengthIfKnown):

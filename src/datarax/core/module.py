@@ -19,20 +19,14 @@ from datarax.core.keys import check_rngs
 class DataraxModule(nnx.Module):
     """An NNX module configured by a frozen :class:`StructuralConfig`.
 
-    The config is the first positional argument and is kept as static structure
-    (``nnx.static``); a subclass naming its :attr:`config_class` also takes its settings
-    as keywords (:meth:`build_config`, used by operators and sources alike). Array data
-    lives in ``nnx.data`` / ``nnx.Variable`` attributes so ``nnx.state(module)`` sees it.
-
-    ``rngs`` (optional) is for modules that need randomness; ``name`` defaults to the
-    class name.
+    The config, the first positional argument, is static structure; a subclass naming
+    its :attr:`config_class` also takes its settings as keywords (:meth:`build_config`).
+    Array data lives in ``nnx.Variable`` attributes. ``name`` defaults to the class name.
     """
 
     config: StructuralConfig
     #: the config's class: its fields are the settings the module takes as keywords
     config_class: ClassVar[type[StructuralConfig] | None] = None
-    #: ``inspect.signature`` / ``help()`` show ``__init__``'s parameters, not the
-    #: ``(*args, **kwargs)`` of nnx's metaclass
     __signature__ = InitSignature()
 
     def __init__(
@@ -53,12 +47,8 @@ class DataraxModule(nnx.Module):
 
     @classmethod
     def build_config(cls, config: Any, settings: dict[str, Any]) -> Any:
-        """The module's config: ``config``, or one built from keyword ``settings``
-        (the fields of :attr:`config_class`); operators and sources both build theirs here.
-
-        Given both, every setting must agree with the config (after the config's own
-        normalisation); a disagreement, an unknown setting or a config of another
-        class is a :class:`ConfigError`.
+        """The module's config: ``config``, or one built from keyword ``settings``. Given
+        both, they must agree; else (or an unknown setting) :class:`ConfigError`.
 
         Example:
             >>> from datarax.operators import ElementOperator, ElementOperatorConfig
@@ -101,10 +91,8 @@ class DataraxModule(nnx.Module):
 
 
 def _near_misses(cls: type, unknown: list[str], settings: list[str]) -> str:
-    """" Did you mean shuffle_files=?" for unknown settings that are near misses of the
-    config's settings, and " Did you mean num_threads=, a keyword argument of ..." for
-    near misses of the module's own keyword arguments (not settings, so not in the list
-    the message gives); each unknown name is matched to the closest of either."""
+    """" Did you mean ...?" for unknown settings near a config setting or a keyword
+    argument of the module."""
     try:
         params = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
@@ -122,9 +110,7 @@ def _near_misses(cls: type, unknown: list[str], settings: list[str]) -> str:
 
 
 def _config_hint(cls: type) -> str:
-    """How to build the config of ``cls``: with its config class (its ``config_class``,
-    else the ``XConfig`` defined beside it), else, for a class of one's own, how to
-    define one and hand it to ``super().__init__``."""
+    """How to build the config of ``cls`` (or, for a user's class, define one)."""
     name = cls.__name__
     config = cls.config_class.__name__ if cls.config_class is not None else None
     module = sys.modules.get(cls.__module__)
@@ -152,9 +138,8 @@ def _named_config(cls_name: str) -> str:
 class HostState:
     """Base of a module's Python-only bookkeeping: never NNX state, never structure.
 
-    Every instance compares equal to every other instance of its class, so a module
-    holding one does not split NNX graph definitions (equally built modules share
-    compiled steps).
+    Instances of a class compare equal, so they do not split NNX graph definitions
+    (equally built modules share compiled steps).
 
     Example:
         >>> class Seen(HostState):

@@ -22,19 +22,12 @@ from datarax.typing import Batch
 class OperatorModule(DataraxModule):
     """A pipeline stage: ``apply_batch(data, keys)`` maps a batch dict to a batch dict.
 
-    ``keys`` holds one PRNG key per record for stochastic operators (derived by the
-    Pipeline from :attr:`base_key`, the epoch and each record's stable index) and is
-    ``None`` for deterministic ones.
+    ``keys`` holds one PRNG key per record for stochastic operators (from the base key,
+    the epoch and each record's stable index), ``None`` for deterministic ones. Settings
+    come as a config, as keywords, or both when they agree (:meth:`build_config`).
 
-    Settings come as a config object, as keywords, or both when they agree: with
-    ``config_class = ElementOperatorConfig``, ``ElementOperator(fn=f, stochastic=True)``
-    and ``ElementOperator(ElementOperatorConfig(stochastic=True), fn=f)`` build equal
-    configs (see :meth:`build_config`).
-
-    ``per_record`` (class attribute) says the operator maps each record on its own
-    (e.g. vmapped): the compiled step may then pad a short last batch and cut the
-    padding after. Operators reading the batch as a whole (mixup, batch statistics)
-    leave it ``False`` and always see exactly the batch's records.
+    ``per_record`` (class attribute): the operator maps each record on its own, so a
+    short last batch may run padded; batch-level operators (mixup) leave it ``False``.
     """
 
     per_record: ClassVar[bool] = False
@@ -54,7 +47,7 @@ class OperatorModule(DataraxModule):
             stream = getattr(config, "stream_name", None) or "default"
             key, count = reserve_draw(rngs, stream, type(self).__name__)
         else:
-            # Unused placeholder: the Pipeline derives this stage's key from its own.
+            # placeholder: the Pipeline derives this stage's key from its own
             key, count = np.zeros((2,), np.uint32), np.asarray(0, np.uint32)
         self.base_key = nnx.Variable(key)
         self.base_count = nnx.Variable(count)
@@ -81,11 +74,8 @@ class OperatorModule(DataraxModule):
 
 
 class RecordFilter(OperatorModule):
-    """A stage that decides, one boolean per record, which records an epoch hands out.
-
-    A Pipeline that holds one hands out full batches of the kept records; this base is
-    what the pipeline knows of it (``datarax.operators.FilterOperator`` is the one to use).
-    """
+    """A stage that decides, one boolean per record, which records an epoch hands out
+    (the base of ``datarax.operators.FilterOperator``)."""
 
     @property
     def on_host(self) -> bool:
@@ -107,8 +97,7 @@ class RecordFilter(OperatorModule):
 
 
 def all_per_record(stages: Any) -> bool:
-    """True when every stage maps records independently (``per_record`` operators): only
-    such a chain may see padding records (never plain callables or batch-level ones)."""
+    """True when every stage is a ``per_record`` operator (only then may padding rows run)."""
     return all(isinstance(s, OperatorModule) and s.per_record for s in stages)
 
 
@@ -148,9 +137,8 @@ def refuse_rng_state(stage: Any, where: str) -> None:
 
 
 def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
-    """``call()``, refused with a :class:`ConfigError` if it wrote a Variable of ``stage``
-    (inside a compiled step the write would be lost after every batch). An error the
-    stage's own code raises gets a note naming the stage."""
+    """``call()``, refused if it wrote a Variable of ``stage`` (lost in a compiled step);
+    an error it raises gets a note naming the stage."""
     if not isinstance(stage, nnx.Module):
         return _noted(stage, call, where)
     before = [
@@ -170,9 +158,7 @@ def call_stage(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
 
 
 def _noted(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
-    """``call()``; an error raised in it gets a note saying which stage raised it, by its
-    position (``where``) and name, unless its message names that position already (a
-    datarax error names the operator, not where it stands among the stages)."""
+    """``call()``; an error raised in it gets a note naming the stage (unless it does)."""
     try:
         return call()
     except Exception as err:
@@ -185,8 +171,7 @@ def _noted(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
 
 
 def warn_unseeded(stages: Sequence[Any]) -> None:
-    """Warn, naming them, about the stochastic stages without ``rngs`` of a Pipeline
-    built without ``rngs``: they draw from ``nnx.Rngs(0)``, the same in every run."""
+    """Warn about stochastic stages without ``rngs`` in a Pipeline built without ``rngs``."""
     named = [
         f"{i} ({type(s).__name__} '{s.name}')"
         for i, s in enumerate(stages)

@@ -1,31 +1,15 @@
 """Host arrays put on a device as datarax's own copies: the caller's buffer stays theirs.
 
-**Invariant.** A device array that datarax builds from a caller's host buffer (a
-MemorySource's columns, a host source's batch) holds the buffer's values *at the
-call*: changing the buffer afterwards, or handing datarax the same buffer again
-refilled, does not change an array datarax holds or has handed out.
+**Invariant.** A device array datarax builds from a caller's host buffer holds the
+buffer's values *at the call*: changing or refilling the buffer afterwards changes
+nothing datarax holds or has handed out (why: docs/architecture.md, "The caller's
+buffers stay theirs"; ``jax.device_put`` reads the buffer later, and on the CPU shares
+a 64-byte aligned one).
 
-Why it needs saying: ``jax.device_put`` of a NumPy array returns before it has read
-the buffer, and JAX asks that the buffer not change until it has (JAX 0.10: the
-transfer runs in the background; a 1 MB array changed at once arrived half changed).
-On the CPU backend it does not even copy a buffer whose data is 64-byte aligned (arrays
-from Arrow, torch and aligned allocators often are): it shares it for the device
-array's lifetime, and ``may_alias=False`` does not change that for NumPy input.
-
-So :func:`owned_device_put` hands JAX a private NumPy copy, which JAX may share or read
-whenever it likes (on the CPU a 64-byte aligned one from 128 KiB on, so that JAX shares
-it rather than copying it again: JAX's own copy of an unaligned buffer is slower than
-NumPy's, 3 MB: 0.84 ms against 0.17 ms). From 64 MiB on (a MemorySource's columns)
-NumPy is slow to fill fresh memory (553 MB in a new process on a 2-core VM: 1.7-5 s,
-against 0.43 s for JAX's copy), so for one CPU device on Linux the copy goes into memory
-whose pages the kernel puts in place up front (``MAP_POPULATE``, 0.21-0.36 s; with two
-CPUs free, two halves side by side), which JAX shares; elsewhere datarax waits for JAX's
-own copy. :func:`unshared` gives a private copy for JAX's
-other ways in (``jax.make_array_from_process_local_data``). JAX arrays are immutable
-and pass as ``jax.device_put`` would place them. An array datarax allocated itself
-(:func:`fresh_aligned`, in :mod:`datarax.host.arrays`: no JAX there), filled once and :func:`seal` ed (a reader's decoded batch) is no
-caller's buffer and is never written again: it passes as it is. ``tests/core/test_owned.py`` checks
-the alignment rule against the installed JAX.
+:func:`owned_device_put` hands JAX a private copy (aligned from ``ALIGNED_COPY_BYTES``
+on, so JAX shares it rather than copying again); large arrays are copied into memory
+mapped up front or waited for. Arrays datarax allocated and :func:`seal` ed pass as they
+are. :func:`unshared` gives a private copy for JAX's other ways in.
 
 Example:
     >>> import numpy as np
@@ -50,7 +34,6 @@ from typing import Any
 import jax
 import numpy as np
 
-# fresh_aligned / seal live with the other host arrays (no JAX there: decode workers use them)
 from datarax.host.arrays import (  # noqa: F401
     CPU_SHARED_ALIGNMENT, aligned_copy, fresh_aligned, is_sealed, seal)
 
@@ -62,10 +45,7 @@ WAITED_COPY_BYTES = 64 * 1024 * 1024
 
 def owned_device_put(value: Any, device: Any = None) -> Any:
     """``jax.device_put(value, device)`` holding ``value``'s values at the call, never
-    sharing or later reading the caller's host buffer.
-
-    ``value``: one array (NumPy or JAX) or anything ``np.asarray`` takes; ``device``:
-    a device or sharding (default: JAX's default device).
+    sharing or later reading the caller's host buffer (``device``: a device or sharding).
     """
     if isinstance(value, jax.Array):
         return jax.device_put(value, device)
@@ -87,9 +67,8 @@ def owned_device_put(value: Any, device: Any = None) -> Any:
 
 
 def owned_device_put_all(values: list[Any], device: Any = None) -> list[Any]:
-    """:func:`owned_device_put` of each of ``values``, datarax's own sealed arrays (a
-    reader's batches) put by one ``jax.device_put`` call: the same arrays, one call's
-    overhead (on the CPU ~75 us an array alone, ~36 us each in a call of 8)."""
+    """:func:`owned_device_put` of each of ``values``, sealed arrays put by one
+    ``jax.device_put`` call (less overhead per array)."""
     out: list[Any] = [None] * len(values)
     own: list[np.ndarray] = []
     slots: list[int] = []
@@ -131,16 +110,9 @@ def _one_device(device: Any) -> bool:
 
 
 def _populated_copy(array: np.ndarray) -> np.ndarray | None:
-    """A C-contiguous copy of ``array`` in anonymous memory the kernel maps up front
-    (its pages put in place before they are written), page aligned so that JAX's CPU
-    client shares it; None where the platform has no ``MAP_POPULATE`` (not Linux) or
-    the mapping fails.
-
-    Why: a large copy's cost is mostly faulting its fresh pages in one by one. A
-    553 MB array on a 2-core VM: JAX's own copy 0.43-0.48 s, this 0.21-0.36 s (NumPy's
-    copy into ``np.empty``: 3.8-5.7 s). With two CPUs free the two halves are mapped
-    and copied side by side (:func:`_copy_in_halves`). The mapping lives as long as
-    the NumPy array over it, which JAX keeps for the device array's lifetime.
+    """A copy of ``array`` in page-aligned anonymous memory mapped up front
+    (``MAP_POPULATE``: a large copy's cost is mostly faulting fresh pages), which JAX's
+    CPU client shares; None without ``MAP_POPULATE`` or where the mapping fails.
     """
     populate = getattr(mmap, "MAP_POPULATE", None)
     if populate is None or array.nbytes == 0:
@@ -171,8 +143,7 @@ def _free_cpus() -> int:
 
 
 def _madvise() -> Any:
-    """libc's ``madvise`` through ctypes (which lets other threads run while it
-    works, unlike ``mmap.madvise``), or None."""
+    """libc's ``madvise`` through ctypes (it releases the GIL, unlike ``mmap.madvise``), or None."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.madvise
@@ -184,10 +155,8 @@ def _madvise() -> Any:
 
 
 def _copy_in_halves(out: np.ndarray, array: np.ndarray) -> None:
-    """Copy ``array`` into ``out`` (fresh, unpopulated anonymous memory) as two halves
-    on two threads, each first having the kernel put its pages in place
-    (``MADV_POPULATE_WRITE``; where the kernel refuses, the copy faults them in). The
-    copy is complete when this returns."""
+    """Copy ``array`` into fresh anonymous ``out`` as two halves on two threads, each
+    populating its pages first (``MADV_POPULATE_WRITE``)."""
     madvise = _madvise()
     page = mmap.PAGESIZE
     split = array.shape[0] // 2

@@ -1,11 +1,8 @@
 """``SourcePosition``: where a source is — the one copy of a read position in datarax.
 
-Invariant: a source's position counts what its *consumer has received* (records handed
-out of pass ``epoch``), never what read-ahead threads or a prefetch queue have read.
-It lives in ``nnx.Variable`` attributes holding 0-d NumPy arrays, so ``nnx.state(source)``
-(and ``nnx.state(pipeline)``) carries it, Orbax saves it, and ``nnx.update`` restoring it
-resumes the source. Its state dict is the documented
-``{"current_index": ..., "current_epoch": ...}`` pair.
+Invariant: a position counts what the *consumer has received* of pass ``epoch``, never
+what read-ahead has read. It lives in ``nnx.Variable`` attributes (0-d NumPy arrays),
+so ``nnx.state`` carries it, Orbax saves it and ``nnx.update`` resumes it.
 
 Example:
     >>> pos = SourcePosition()
@@ -39,11 +36,7 @@ def _scalar(value: int) -> np.ndarray:
 
 def refuse_pipeline_state(state: Any, where: str) -> None:
     """Raise :class:`StateError` when ``state`` is not a dict, or is a Pipeline's state,
-    not a source's.
-
-    A ``pipeline.get_state()`` / ``iterator.get_state()`` dict (``epoch``, ``position``,
-    ``settings``) handed to ``source.set_state`` is named as such, with the call that
-    restores it, instead of a missing-key message.
+    not a source's (named as such, with the call that restores it).
 
     Example:
         >>> refuse_pipeline_state({"current_index": 0, "current_epoch": 0}, "MySource")
@@ -89,10 +82,9 @@ def saved_count(
     meaning: str = "",
     default: Any = _MISSING,
 ) -> Any:
-    """``state[name]``, a count ``get_state()`` saved, as an int: one that is missing
-    (without a ``default``) or not an int >= 0 (a NumPy integer is the same int; None
-    where ``allow_none``; at most ``at_most``) is refused, naming it, what it counts
-    (``meaning``) and the state's owner ``where``.
+    """``state[name]``, a saved count, as an int; missing (without ``default``) or not an
+    int in [0, ``at_most``] (or None where ``allow_none``) is refused, naming it,
+    ``meaning`` and the owner ``where``.
 
     Example:
         >>> saved_count({"index": np.int64(3)}, "index", "MySampler")
@@ -131,9 +123,8 @@ def saved_counts(
     value: Any, name: str, where: str, size: int, meaning: str,
     total: tuple[str, int] | None = None,
 ) -> list[int]:
-    """``value``, the list of ``size`` counts a state saved under ``name`` (``meaning``:
-    what they count; ``total``: the state's key and value they add up to), as ints;
-    anything else is refused naming them and the state's owner ``where``.
+    """``value``, a saved list of ``size`` counts (adding up to ``total``'s value), as ints;
+    anything else is refused naming ``name``, ``meaning`` and ``where``.
 
     Example:
         >>> saved_counts((2, np.int64(0)), "cursor", "MySource", 2, "position, offset")
@@ -162,9 +153,8 @@ def past_the_end(
     holds: int | None = None,
     field: str = "current_index",
 ) -> StateError:
-    """The error for a restored position of ``index`` ``unit`` ``done`` in pass ``epoch``
-    that the pass, read again up to there, ends before (after ``holds`` of them, where
-    that is known); the state comes from ``made_by``.
+    """The error for a restored position past the end of pass ``epoch`` (which ends after
+    ``holds``, where known); the state comes from ``made_by``.
 
     Example:
         >>> print(past_the_end("MySource", 0, 9))
@@ -178,22 +168,17 @@ def past_the_end(
     )
 
 
-# A settings digest: each ``name=value`` adds its CRC-32 to one of SLOTS slots in each of
-# HASHES rows (a row's slot comes from the name), so a digest that differs names the
-# settings whose slot differs in every row. Small on purpose: it is nnx state.
+# Each ``name=value`` adds its CRC-32 to one slot per row, so a differing digest names
+# the settings whose slots differ in every row. Small on purpose: it is nnx state.
 SLOTS, HASHES = 4, 2
 DIGEST_SIZE = SLOTS * HASHES + 1
-#: settings added to the digest after states were saved without them ("records", the
-#: number of records; "shard", the share served; "files", an ArrayRecord source's files,
-#: its own or a child's: ``parts[0].files``): a digest or a state's ``settings`` without
-#: some of them is an earlier state's, accepted
+#: settings added after states were saved without them: a state lacking them is accepted
 LATER_SETTINGS = ("records", "shard", "files")
 
 
 def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:
-    """A fixed-size digest of a source's order settings (``DIGEST_SIZE`` uint32 values).
-
-    The last value is 1, so an all-zero array is a digest not taken yet.
+    """A fixed-size digest of a source's order settings (``DIGEST_SIZE`` uint32 values);
+    the last is 1, so all zeros is a digest not taken yet.
 
     Example:
         >>> a = settings_digest({"seed": 1, "shuffle": True})
@@ -209,15 +194,13 @@ def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:
 
 
 def later_setting(name: str) -> str | None:
-    """The one of :data:`LATER_SETTINGS` that ``name`` is, itself or a child's
-    (``"parts[1].files"``, ``"source.files"``), or None."""
+    """The one of :data:`LATER_SETTINGS` that ``name`` is (or a child's), or None."""
     last = name.rsplit(".", 1)[-1]
     return last if last in LATER_SETTINGS else None
 
 
 def without_later(saved: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
-    """``current`` less the :data:`LATER_SETTINGS` (its children's too) that the
-    ``saved`` settings lack: what a state an earlier datarax saved is compared with.
+    """``current`` less the :data:`LATER_SETTINGS` that ``saved`` lacks.
 
     Example:
         >>> without_later({"seed": 1}, {"seed": 1, "parts[0].files": "ab12"})
@@ -227,8 +210,7 @@ def without_later(saved: Mapping[str, Any], current: Mapping[str, Any]) -> dict[
 
 
 def _earlier_forms(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``settings`` and each form of them an earlier datarax digested: less any of the
-    :data:`LATER_SETTINGS` they hold (a later setting dropped: its children's too)."""
+    """``settings`` less each subset of the :data:`LATER_SETTINGS` they hold."""
     later = sorted({later_setting(k) for k in settings} - {None})
     return [{k: v for k, v in settings.items() if later_setting(k) not in dropped}
             for size in range(len(later) + 1) for dropped in itertools.combinations(later, size)]
@@ -246,8 +228,7 @@ def differing_settings(settings: Mapping[str, Any], saved: np.ndarray) -> list[s
 
 
 class _HostSide(HostState):
-    """What a position keeps off NNX state: how many times it was set from outside, and
-    the digest it last found equal to its owner's settings."""
+    """A position's non-NNX state: its seek count and the last digest found equal."""
 
     def __init__(self, placeholder: np.ndarray) -> None:
         self.seeks = 0
@@ -276,16 +257,15 @@ class SourcePosition(nnx.Module):
             self.__host.checked = digest
 
     def retake_settings(self, settings: Callable[[], Mapping[str, Any]]) -> None:
-        """Take the digest of ``settings()`` again (they changed: a new shard) unless the
-        one held was restored and not checked yet: that one is checked first."""
+        """Take the digest again (a new shard) unless a restored one is not checked yet."""
         value = self.settings_var.get_raw_value()
         if value is self.__host.checked or value is self.__host.placeholder:
             self.settings_var.set_raw_value(self.__host.placeholder)
             self.note_settings(settings)
 
     def check_settings(self, settings: Callable[[], Mapping[str, Any]], where: str) -> None:
-        """Refuse, naming them, settings that differ from those of the digest held (a
-        restored digest is compared with ``settings()`` once; otherwise this is cheap)."""
+        """Refuse settings that differ from the digest held, naming them (a restored
+        digest is compared once)."""
         value = self.settings_var.get_raw_value()
         if value is self.__host.checked or value is self.__host.placeholder:
             return
@@ -313,8 +293,7 @@ class SourcePosition(nnx.Module):
             field=names[0] if names else None,
         )
 
-    # The raw accessors: the position is read and moved on the host, outside any trace,
-    # once per batch; get_value/set_value add more tracing checks.
+    # raw accessors: read per batch on the host, outside any trace
     @property
     def epoch(self) -> int:
         return int(self.epoch_var.get_raw_value())
@@ -324,7 +303,7 @@ class SourcePosition(nnx.Module):
         return int(self.index_var.get_raw_value())
 
     def where(self) -> tuple[int, int]:
-        """``(epoch, index)`` in one read (once per batch, on the consumer's thread)."""
+        """``(epoch, index)`` in one read."""
         return int(self.epoch_var.get_raw_value()), int(self.index_var.get_raw_value())
 
     def advance(self, count: int) -> None:
@@ -340,15 +319,13 @@ class SourcePosition(nnx.Module):
         self.index_var.set_raw_value(_scalar(index))
 
     def seek(self, epoch: int, index: int) -> None:
-        """Stand at record ``index`` of pass ``epoch``, set from outside the reading
-        (a restore or a seek): counted in :attr:`restores`."""
+        """:meth:`move` from outside the reading, counted in :attr:`restores`."""
         self.move(epoch, index)
         self.__host.seeks += 1
 
     @property
     def restores(self) -> int:
-        """How many times the position was set from outside (:meth:`seek`); a reader
-        that left the position somewhere tells by it whether anyone moved it since."""
+        """How many times the position was set from outside (:meth:`seek`)."""
         return self.__host.seeks
 
     def get_state(self) -> dict[str, int]:
@@ -362,9 +339,8 @@ class SourcePosition(nnx.Module):
         where: str = "source",
         settings: Mapping[str, Any] | None = None,
     ) -> tuple[int, int]:
-        """``(epoch, index)`` of a :meth:`get_state` dict, refusing missing or impossible
-        values, and ``settings`` (the owner's order settings) unless they equal the
-        state's own ``"settings"`` (a state without them is a bare position)."""
+        """``(epoch, index)`` of a :meth:`get_state` dict, refusing impossible values and
+        ``settings`` that differ from the state's own."""
         refuse_pipeline_state(state, where)
         if settings is not None and "settings" in state:
             saved = state["settings"]

@@ -1,17 +1,11 @@
 """How long a chain of operations a lowered program may hold, read off its text.
 
-XLA:CPU's elemental fusion emitters (``xla_cpu_use_fusion_emitters`` off, which
-:mod:`datarax.core.compiled_store` asks for: a data step compiles in a third to a half
-of the time) build a fused chain of elementwise operations by recursing once per
-operation, on a compiler thread whose stack is fixed: a chain of about 6,000 operations
-(2,000 steps of ``jnp.sin(x * 1.0001 + i)``; 1,000 of ``lax.erf_inv(jnp.tanh(x))``, each
-expanded by XLA into a dozen operations) ended the process with a segmentation fault,
-where XLA's default emitters compile it. :func:`program_weight` bounds that chain from
-above, cheaply: the program's lines, each ``chlo`` operation (erf, erf_inv, lgamma ...,
-which XLA expands) as :data:`CHLO_WEIGHT` lines, and a function's lines again at every
-call of it. A program heavier than :data:`ELEMENTAL_MAX_WEIGHT` (an augmentation step of a
-random resized crop, flip, brightness and contrast weighs about 1,100) is compiled with
-XLA's default emitters.
+XLA:CPU's elemental fusion emitters (which :mod:`datarax.core.compiled_store` asks for)
+recurse once per fused operation on a fixed-stack thread, so a long enough chain crashes
+the process (docs/reliability.md, "Compiled steps on disk"). :func:`program_weight`
+bounds the chain from above: the program's lines, each ``chlo`` operation as
+:data:`CHLO_WEIGHT`, a function's lines again at every call. A program heavier than
+:data:`ELEMENTAL_MAX_WEIGHT` is compiled with XLA's default emitters.
 
 Example:
     >>> text = '''func.func public @main(%arg0: tensor<f32>) -> tensor<f32> {
@@ -34,8 +28,7 @@ import re
 
 __all__ = ["CHLO_WEIGHT", "ELEMENTAL_MAX_WEIGHT", "program_weight"]
 
-#: the weight above which a program is compiled with XLA's default fusion emitters: a
-#: fifth of the lightest crash seen (a chain of ~6,000 ops, ~10,000 lines of ``gelu``)
+#: the weight above which XLA's default emitters are used: a fifth of the lightest crash seen
 ELEMENTAL_MAX_WEIGHT = 2000
 #: lines one ``chlo`` operation counts for (XLA expands ``erf_inv`` into ~12 operations)
 CHLO_WEIGHT = 40
@@ -46,8 +39,8 @@ _CALL = re.compile(r"\bcall " + _NAME)
 
 
 def program_weight(text: str) -> int:
-    """An upper bound on the longest chain of operations in the StableHLO ``text`` of a
-    lowered program (``jax.jit(f).lower(...).as_text()``), in lines (see the module)."""
+    """An upper bound on the longest chain of operations in a lowered program's StableHLO
+    ``text``, in lines (see the module)."""
     starts = [(match.start(), match.group(1)) for match in _FUNCTION.finditer(text)]
     if not starts:
         return text.count("\n") + CHLO_WEIGHT * text.count("chlo.")

@@ -1,22 +1,11 @@
 """The two ways a pipeline reads a source, and what it reads of one, decided once.
 
-A pipeline does one of two things with a source (:class:`ReadMode`):
-
-* ``COMPILED`` — compute a batch at positions inside the compiled step: the source's
-  traceable ``get_batch_at`` (or ``get_batch_and_indices_at``) runs in the same
-  program as the stages, the position moving by what is handed out;
-* ``CURSOR`` — pull batches from a cursor on the host: ``peek`` reads ahead without
-  moving the position, ``commit`` moves it past what was handed out, ``seek`` (on the
-  source) starts a new reading session (:class:`~datarax.core.cursor.ReadAheadCursor`,
-  the one cursor protocol).
-
-The three kinds (:class:`~datarax.core.data_source.SourceKind`) are one level down:
-``INDEXED`` is the compiled mode, ``HOST`` and ``STREAM`` both the cursor mode (a stream
-only read forward). :func:`reading_of` derives a source's mode, its kind and what else a
-pipeline asks of it once, when the pipeline is built; the result, a :class:`Reading`,
-is kept in the plan and passed by argument, so nothing asks the source again per pass
-or per batch. :func:`read_mode` answers the mode alone, for a source built from other
-sources asking of its children; :func:`cursor_of` opens a cursor for one reading session.
+``COMPILED``: the source's traceable ``get_batch_at`` runs inside the compiled step.
+``CURSOR``: batches are pulled on the host from a
+:class:`~datarax.core.cursor.ReadAheadCursor` (``peek``, ``commit``; ``seek`` on the
+source starts a new session). ``INDEXED`` sources are compiled, ``HOST`` and ``STREAM``
+read by cursor. :func:`reading_of` asks a source once, at build time; its
+:class:`Reading` is kept in the plan.
 
 Example:
     >>> import numpy as np
@@ -64,9 +53,7 @@ _MODE_OF_KIND = {
 
 
 def kind_for(mode: ReadMode, *, forward_only: bool = False) -> SourceKind:
-    """The kind of a source read in ``mode`` (``forward_only``: a cursor-mode source
-    read in order only, a stream): how a source built from others states the kind its
-    mode gives it, once, when it is built.
+    """The kind of a source read in ``mode`` (``forward_only``: a stream).
 
     Example:
         >>> kind_for(ReadMode.COMPILED).value, kind_for(ReadMode.CURSOR).value
@@ -80,8 +67,7 @@ def kind_for(mode: ReadMode, *, forward_only: bool = False) -> SourceKind:
 
 
 def read_mode(source: Any) -> ReadMode | None:
-    """The :class:`ReadMode` of ``source`` (None: a source of no kind, refused when
-    iteration starts).
+    """The :class:`ReadMode` of ``source`` (None: no kind, refused at iteration).
 
     Example:
         >>> import numpy as np
@@ -105,8 +91,7 @@ def compiled(source: Any) -> bool:
 
 
 def forward_only(source: Any) -> bool:
-    """Whether ``source`` is a stream: read in order only (a cursor-mode source that
-    cannot be read at a position), its length unknown ahead.
+    """Whether ``source`` is a stream: read in order only, its length unknown ahead.
 
     Example:
         >>> import numpy as np
@@ -118,9 +103,8 @@ def forward_only(source: Any) -> bool:
 
 
 def compiles_whole(children: Any) -> bool:
-    """Whether a source built from ``children`` compiles into the step as a whole: every
-    child is compiled and keeps no field on the host (a composite's mode, decided when it
-    is built).
+    """Whether a source built from ``children`` compiles into the step as a whole (every
+    child compiled, no host fields).
 
     Example:
         >>> import numpy as np
@@ -134,23 +118,15 @@ def compiles_whole(children: Any) -> bool:
 def read_at(source: Any, epoch: int, position: int, width: int, length: int | None, *,
             who: str | None = None, skips: dict[str, Any] | None = None, reopen: bool = False,
             ) -> tuple[Batch | None, np.ndarray, int]:
-    """Up to ``width`` records of ``source`` from ``position`` of its pass ``epoch``, on
-    the host (device arrays as numpy, text as lists), their stable indices (int64) and
-    the position after them (``end``, as a cursor's ``peek`` gives it: past the records
-    a source skipped as bad); the batch None at the pass's end. ``length``: the source's
-    records per pass (None: a stream). ``who``: the source as messages name it.
-    ``skips``: for a child that counts the records it skips as bad, its ``skip_state()``
-    at ``position`` (a child standing there with another count is moved there and given
-    it whole, so each of its skip budgets continues exactly).
-    ``reopen``: the first read of a new reading session — a cursor-mode child is moved
-    there even where its position says it stands there (a position set by
-    ``nnx.update`` says nothing of where its reader stands).
+    """Up to ``width`` records of child ``source`` from ``position`` of pass ``epoch``,
+    on the host, with their stable indices (int64) and the position after them (past
+    records skipped as bad); the batch None at the pass's end.
 
-    The one read a source built from others makes of a child, in either mode: a compiled
-    child is computed at those positions (``width`` rounded up to a power of two: reads
-    of up to that many reuse one traced shape, the rest cut on the host), its position
-    unmoved; a cursor-mode child is moved there where it stands elsewhere (even at the
-    pass's end) and read forward, its position moving past what it passes.
+    ``length``: records per pass (None: a stream). ``who``: the source as messages name
+    it. ``skips``: the child's ``skip_state()`` at ``position``, restored if it differs.
+    ``reopen``: a new reading session: seek even where the position already matches
+    (``nnx.update`` moves no reader). A compiled child is computed at a power-of-two
+    width (one traced shape), its position unmoved; a cursor child is moved and read forward.
 
     Raises:
         SourceContractError: a cursor-mode child that ends its pass before its length,
@@ -211,20 +187,15 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
 
 
 def check_child_batch(source: Any, batch: Any, width: int, where: str) -> None:
-    """Refuse a batch a child read on the host hands out unless it matches the child's
-    ``element_spec()`` (a :class:`~datarax.core.errors.SpecMismatchError` naming
-    ``where`` and the field), so a source built from others names the child that
-    broke its spec, not the records it joined (a ``KeyError``, a widened dtype)."""
+    """Refuse a child's host batch that does not match its ``element_spec()``, naming
+    ``where``: the error names the child, not the joined records."""
     spec = checked_spec(source)
     checked_batch(batch, spec, array_fields(spec), width, where=where, bounded=False)
 
 
 def skips_in_position(source: Any) -> bool:
-    """Whether ``source`` skips bad records and counts them in its position (it gives a
-    ``skip_state()``): its position counts the records it passed, not those it served,
-    so a source reading it finds a count of its records only by reading its pass. A
-    source that skips inside (a flat map over skipping parts) serves every position it
-    passes.
+    """Whether ``source`` skips bad records and counts them in its position, so its
+    served count is known only by reading its pass.
 
     Example:
         >>> import numpy as np
@@ -237,26 +208,21 @@ def skips_in_position(source: Any) -> bool:
 
 @dataclass(frozen=True)
 class Reading:
-    """How a pipeline reads its source, and what the source can do: decided once, by
-    :func:`reading_of`, when the pipeline is built (a frozen value: part of the plan).
+    """How a pipeline reads its source and what the source can do (:func:`reading_of`).
 
     Attributes:
-        mode: the :class:`ReadMode` (None: a source of no kind, refused at iteration).
-        kind: the source's :class:`~datarax.core.data_source.SourceKind` (named in
-            messages; ``STREAM`` is :attr:`forward_only`).
-        read_ahead: the source opens cursors (``batch_cursor()``) for a worker thread
-            to read ahead on; otherwise it is read on the loop's thread.
-        reshares: the source can serve a share of an epoch given as runs of positions
-            (``use_share``): a state saved by another process count restores into it.
-        counts_skips: the source keeps a ``skipped`` Variable (records skipped as bad
-            this epoch): its ``skip_state()`` is what a failed batch puts back.
-        closes_epoch: the source has ``close_epoch()`` (stops its readers, keeping the
-            position).
-        reports_stats: the source has ``stats()`` (its own counters, e.g. storage).
-        reads_by_position: the source says a read of ``k * size`` records is ``k``
-            consecutive reads of ``size`` (its records depend on their positions alone).
-        reads_in_order: the source reads the records of an order it is given through
-            its own threaded reader (``read_in_order``: a mixture's sampled draws).
+        mode: the :class:`ReadMode` (None: no kind, refused at iteration).
+        kind: the source's :class:`~datarax.core.data_source.SourceKind`.
+        read_ahead: the source opens cursors (``batch_cursor()``) for a worker thread.
+        reshares: the source serves a share given as runs of positions (``use_share``):
+            a state of another process count restores into it.
+        counts_skips: the source keeps a ``skipped`` Variable; its ``skip_state()`` is
+            what a failed batch puts back.
+        closes_epoch: the source has ``close_epoch()``.
+        reports_stats: the source has ``stats()``.
+        reads_by_position: a read of ``k * size`` records equals ``k`` reads of ``size``.
+        reads_in_order: the source reads a given order through its own threaded reader
+            (``read_in_order``).
     """
 
     mode: ReadMode | None
@@ -277,7 +243,7 @@ class Reading:
     @property
     def forward_only(self) -> bool:
         """Whether the source is a stream: read in order only, its length unknown ahead."""
-        return self.kind is SourceKind.STREAM  # as :func:`forward_only` says of a source
+        return self.kind is SourceKind.STREAM
 
     @property
     def kind_name(self) -> str:
@@ -286,8 +252,7 @@ class Reading:
 
 
 def reading_of(source: Any) -> Reading:
-    """The :class:`Reading` of ``source``: its mode and kind, and the optional parts of
-    the source contract it implements, asked here once.
+    """The :class:`Reading` of ``source``: mode, kind and the optional contract parts.
 
     Example:
         >>> import numpy as np
@@ -314,10 +279,8 @@ def reading_of(source: Any) -> Reading:
 
 
 def cursor_of(source: Any, reading: Reading | None = None) -> ReadAheadCursor | None:
-    """A cursor over one new reading session of ``source``, from its position — or None
-    where the source is not read through one (compiled, or read on the loop's thread).
-
-    ``reading``: the source's :class:`Reading` when known (a pipeline passes its plan's).
+    """A cursor over a new reading session of ``source`` from its position; None where
+    it is not read through one. ``reading``: its :class:`Reading`, when known.
 
     Example:
         >>> import numpy as np, os, tempfile

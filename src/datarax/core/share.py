@@ -3,21 +3,14 @@
 A source of ``length`` records served by ``count`` processes splits each epoch's order
 into ``count`` contiguous blocks of epoch positions, one per process (``index``).
 
-* Plain shares (``padded=False``) are ``length // count`` positions each: disjoint and
-  equally long, so every process takes the same number of steps; the last
-  ``length % count`` positions of the epoch are in no share.
-* Padded shares (``padded=True``) are ``ceil(length / count)`` positions each, so every
-  record is in exactly one share; the positions past the epoch's end are padding slots
-  (:meth:`Share.records` says how many of a share's positions are records).
-* Re-split shares (``history``): a run restarted on another number of processes (an
-  elastic restore) continues epoch ``epoch`` from what is left. Every process saved at
-  the same step, so all stood at the same position of their shares: each old share's
-  positions from there on, in order (:func:`remaining`), are cut into ``count`` equal,
-  consecutive shares (:func:`split_equal`). Such a share is a few runs of positions
-  (:meth:`Share.runs`); restarts within one epoch chain, each a ``(count, position)``
-  step of ``history``; the next epoch is a block again. The new shares are disjoint,
-  equally long, and together exactly what was left, except its last ``left % count``
-  positions (fewer than ``count``, left out as an epoch's tail always is).
+* Plain shares are ``length // count`` positions each (every process takes the same
+  number of steps); the last ``length % count`` positions are in no share.
+* Padded shares are ``ceil(length / count)`` positions each, every record in exactly one;
+  positions past the epoch's end are padding slots (:meth:`Share.records`).
+* Re-split shares (``history``): a run restarted on another process count continues
+  epoch ``epoch`` from what is left: the old shares' rests (:func:`remaining`), cut into
+  ``count`` equal consecutive shares (:func:`split_equal`), each a few runs of positions.
+  Restarts within one epoch chain as ``(count, position)`` steps of ``history``.
 
 Example:
     >>> shares = [Share(i, 3) for i in range(3)]
@@ -45,9 +38,8 @@ Run = tuple[int, int]  # [lo, hi) epoch positions
 
 @dataclasses.dataclass(frozen=True)
 class Share:
-    """Share ``index`` of ``count`` of every epoch (``padded``: rounded up); of epoch
-    ``epoch``, when ``history`` lists the ``(count, position)`` of the runs before a
-    restart on another process count, its re-split runs instead.
+    """Share ``index`` of ``count`` of every epoch (``padded``: rounded up); with
+    ``history``, the re-split runs of epoch ``epoch``.
 
     Example:
         >>> Share(1, 4).bounds(10), Share(1, 4).size(10), Share(1, 4).runs(10)
@@ -107,7 +99,7 @@ class Share:
         return runs_size(self.runs(length))
 
     def records(self, length: int) -> int:
-        """Positions of this share that are records (the rest are padding slots at its end)."""
+        """Positions of this share that are records (not padding)."""
         lo, hi = self.bounds(length)
         return max(min(hi, length) - lo, 0)
 
@@ -157,8 +149,7 @@ def take(runs: Sequence[Run], start: int, count: int) -> list[Run]:
 
 
 def remaining(shares: Sequence[Sequence[Run]], position: int) -> list[Run]:
-    """What is left when every share has served its first ``position`` positions: the
-    shares' rests, in share order, adjacent runs merged."""
+    """The shares' rests after their first ``position`` positions, adjacent runs merged."""
     out: list[Run] = []
     for share in shares:
         for lo, hi in skip(share, position):

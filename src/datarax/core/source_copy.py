@@ -1,18 +1,12 @@
 """``copy.deepcopy`` of a data source or a pipeline: an independent copy at the same
 position, the one ``nnx.clone`` makes.
 
-NNX's own ``deepcopy`` copies a module's graph definition as well (without the memo, so
-a source whose Python bookkeeping points back at it, a reader holding the source's
-hooks, recurses without end), and a pipeline's holds bookkeeping that cannot be copied
-(the live iterator, its worker threads and locks, compiled programs). The copy here
-shares that static structure, as ``nnx.clone`` does, takes a deep copy of the Variables
-from ``nnx.split`` (the position, the keys and their counts), then gives every data
-source of the copy its own copy of the Python attributes NNX treats as static (files
-opened lazily, a shuffle buffer's records, an iterator's place), copied with the memo so
-that references back to the source land on the copy. A source whose bookkeeping cannot
-be copied as data (reader threads) names it in ``rebuilt_on_copy`` and builds its own in
-``rebuild_after_copy(memo)``. A copied pipeline gets bookkeeping of its own when first
-used; iterating or closing the copy leaves the original where it was.
+NNX's own ``deepcopy`` copies the graph definition without the memo (a source whose
+bookkeeping points back at it recurses without end) and cannot copy a pipeline's
+threads and locks. Here the static structure is shared, as ``nnx.clone`` does, the
+Variables deep-copied, and every data source gets its own copy of its static Python
+attributes (with the memo). What cannot be copied as data is named in
+``rebuilt_on_copy`` and built by ``rebuild_after_copy(memo)``.
 """
 
 from __future__ import annotations
@@ -26,9 +20,8 @@ from datarax.core.errors import ConfigError
 
 
 def deepcopy_module(module: Any, memo: dict[int, Any]) -> Any:
-    """``copy.deepcopy(module)`` of a data source or a pipeline (see the module): its
-    modules and Variables go into ``memo``, so a structure that holds a pipeline and one
-    of its parts (its source, say) is copied with the copy's part in that place.
+    """``copy.deepcopy(module)`` of a data source or a pipeline; its modules and Variables
+    go into ``memo``, so a structure holding a pipeline and its source copies consistently.
 
     Example:
         >>> import copy
@@ -63,18 +56,15 @@ def deepcopy_module(module: Any, memo: dict[int, Any]) -> Any:
 
 
 def own_host_parts(original: Any, twin: Any, memo: dict[int, Any]) -> None:
-    """After ``twin = nnx.merge(graphdef, copied state)`` of ``original`` (which shares
-    the static attributes): put each module and Variable of ``original`` in ``memo`` as
-    its twin's, then give every data source of ``twin`` its own copy of its plain Python
-    attributes and let it rebuild what cannot be copied (``rebuild_after_copy``). Other
-    modules keep sharing theirs, as ``nnx.clone`` does."""
+    """After ``twin = nnx.merge(graphdef, copied state)`` of ``original``: map each node
+    to its twin in ``memo``, then give every data source of ``twin`` its own static
+    attributes and call its ``rebuild_after_copy``."""
     pairs = [(node, copied) for (_, node), (_, copied)
              in zip(nnx.iter_graph(original), nnx.iter_graph(twin), strict=True)
              if isinstance(node, (nnx.Pytree, nnx.Variable))]
     for node, copied in pairs:
         memo[id(node)] = copied
     graph_ids = {id(node) for node, _ in pairs}
-    # a data source declares rebuilt_on_copy (DataSourceModule: none)
     sources = [(node, copied) for node, copied in pairs
                if isinstance(node, nnx.Pytree) and hasattr(type(node), "rebuilt_on_copy")]
     for node, copied in sources:

@@ -1,9 +1,8 @@
 """Element specs: what each record of a source carries, and checks against it.
 
-A spec is a dict mapping field name to a per-record :class:`jax.ShapeDtypeStruct`
-(shape without the batch axis), a :class:`TextSpec` for host-side string fields, or
-a nested dict of fields. Every check walks the whole tree and names a nested field
-by its path (``"meta/id"``).
+A spec maps field name to a per-record :class:`jax.ShapeDtypeStruct` (shape without the
+batch axis), a :class:`TextSpec` for host-side strings, or a nested dict; checks name
+nested fields by path (``"meta/id"``).
 
 Example:
     >>> import numpy as np
@@ -24,10 +23,8 @@ from typing import Any
 import jax
 import numpy as np
 
-# is_text_value / x64_enabled are re-exported here: the rules live in datarax.core.dtypes.
 from datarax.core.dtypes import declared_64bit, is_text_dtype, is_text_value, x64_enabled  # noqa: F401
 from datarax.core.errors import SourceContractError, SpecMismatchError
-# TextSpec is defined without JAX (decode workers compare records against it)
 from datarax.host.specs import ArraySpec, TextSpec, describe_field, host_field_spec
 
 
@@ -35,8 +32,7 @@ FieldSpec = jax.ShapeDtypeStruct | TextSpec
 
 
 def field_spec(value: Any, *, batched: bool = False) -> FieldSpec:
-    """The per-record spec of one field's value, decided once when a spec is built:
-    :class:`TextSpec` for text (``str``/``bytes``, a text array), else a
+    """The per-record spec of one field's value: :class:`TextSpec` for text, else a
     ``jax.ShapeDtypeStruct``; ``batched``: records along axis 0 (dropped from the shape).
 
     >>> field_spec("a film"), field_spec(np.zeros((4, 3), np.float32), batched=True).shape
@@ -46,16 +42,14 @@ def field_spec(value: Any, *, batched: bool = False) -> FieldSpec:
 
 
 def as_field_spec(spec: ArraySpec | TextSpec) -> FieldSpec:
-    """A host spec (:mod:`datarax.host.specs`) as specs carry it: an :class:`ArraySpec`
-    as a ``jax.ShapeDtypeStruct``, a :class:`TextSpec` as it is."""
+    """A host spec with an :class:`ArraySpec` as a ``jax.ShapeDtypeStruct``."""
     if isinstance(spec, ArraySpec):
         return jax.ShapeDtypeStruct(spec.shape, spec.dtype)
     return spec
 
 
 def has_text(spec: Any) -> bool:
-    """Whether a (nested) spec declares a text field: the fact, read from the spec built
-    once, that its batches carry host leaves.
+    """Whether a (nested) spec declares a text field.
 
     >>> has_text({"x": jax.ShapeDtypeStruct((), np.int32)}), has_text({"m": {"w": TextSpec()}})
     (False, True)
@@ -96,8 +90,7 @@ def flatten_fields(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def check_same_fields(owner: str, labels: list[str], specs: list[Mapping[str, Any]],
                       joined: str, action: str) -> None:
     """Refuse children of ``owner`` whose (nested) fields differ, naming the field and the
-    two children (``labels``: how the message names each); ``joined`` says what the
-    children are ("mixed"), ``action`` what the user does before it ("mixing").
+    two ``labels``; ``joined`` ("mixed") and ``action`` ("mixing") word the message.
 
     >>> x = {"x": jax.ShapeDtypeStruct((), np.int32)}
     >>> check_same_fields("MixSource", ["source 'a'", "source 'b'"], [x, x], "mixed", "mixing")
@@ -135,8 +128,7 @@ def check_same_fields(owner: str, labels: list[str], specs: list[Mapping[str, An
 
 
 def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:
-    """Refuse declared 64-bit fields while ``jax_enable_x64`` is off, naming nested ones
-    by path: the values behind a declared spec are not seen, so nothing is narrowed."""
+    """Refuse declared 64-bit fields while ``jax_enable_x64`` is off, so nothing is narrowed."""
     flat = flatten_fields(spec)
     bad = declared_64bit(
         {name: s.dtype for name, s in flat.items() if isinstance(s, jax.ShapeDtypeStruct)}
@@ -158,8 +150,7 @@ _CHECKED: weakref.WeakKeyDictionary[Any, dict[bool, dict[str, Any]]] = (
 
 
 def checked_spec(source: Any) -> dict[str, Any]:
-    """``source.element_spec()``, read once per source and x64 setting, with declared
-    64-bit fields refused while x64 is off (:func:`check_spec_x64`).
+    """``source.element_spec()``, read and checked once per source and x64 setting.
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -178,9 +169,7 @@ def checked_spec(source: Any) -> dict[str, Any]:
 
 
 def _declared(source: Any) -> dict[str, Any]:
-    """``source.element_spec()``, refused with :class:`SourceContractError` naming the
-    class unless it is a dict whose leaves are specs (``jax.ShapeDtypeStruct``, a
-    :class:`TextSpec`) or dicts of them."""
+    """``source.element_spec()``, refused unless a (nested) dict of field specs."""
     spec = source.element_spec()
     where = f"{type(source).__name__}.element_spec()"
     form = ("a dict of fields, e.g. {'image': jax.ShapeDtypeStruct((28, 28), np.float32), "
@@ -198,19 +187,15 @@ def _declared(source: Any) -> dict[str, Any]:
 
 
 def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
-    """Refuse an indexed source whose declared ``element_spec()`` differs from what its
-    ``get_batch_at`` emits (one record and two, traced abstractly: nothing is read),
-    naming the field, or that returns another number of records than ``size``. A spec
-    with text fields (gathered on the host) or a ``get_batch_at`` that cannot be traced
-    here is not compared, nor one whose source says it describes its own reads
-    (``DataSourceModule.spec_from_own_reads()``, default False: a ``MemorySource``
-    reading its columns as its own class does)."""
+    """Refuse an indexed source whose ``element_spec()`` differs from what its traced
+    ``get_batch_at`` emits (sizes 1 and 2), or whose batch is not ``size`` records long.
+    Text specs, untraceable reads and ``spec_from_own_reads()`` sources are skipped."""
     kind = getattr(getattr(source, "kind", None), "value", None)
     if kind != "indexed" or not callable(getattr(source, "get_batch_at", None)):
         return
     if has_text(spec):
         return
-    if source.spec_from_own_reads():  # nothing to compare: the spec is read off the same data
+    if source.spec_from_own_reads():
         return
     for size in (1, 2):  # two sizes: a get_batch_at that ignores size is seen to
         try:
@@ -232,9 +217,7 @@ def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
 
 def refuse_declared_64bit(source: Any) -> None:
     """Raise :class:`~datarax.core.errors.SpecMismatchError` where ``source`` declares a
-    64-bit field while ``jax_enable_x64`` is off: a compiled step would narrow the values
-    to 32 bits, and datarax never narrows silently. A spec that cannot be read is not
-    checked (the default ``element_spec`` of an indexed source traces ``get_batch_at``).
+    64-bit field while ``jax_enable_x64`` is off (a spec that cannot be read is not checked).
 
     Example:
         >>> from datarax.sources import MemorySource, MemorySourceConfig
@@ -268,8 +251,7 @@ def _leading(value: Any) -> int | None:
 
 
 def _dtype_problem(dtype: np.dtype, declared: np.dtype) -> str:
-    """Why a field's ``dtype`` is refused against ``declared`` (byte order named: an
-    ``int32`` in big-endian order is not the ``int32`` JAX holds)."""
+    """Why a field's ``dtype`` is refused against ``declared``, naming a non-native byte order."""
     def words(d: np.dtype) -> str:
         return d.name if d.isnative else f"{d.name} in non-native byte order ('{d.str}')"
 
@@ -292,9 +274,8 @@ def validate_batch(
 ) -> None:
     """Check a batch against a per-record spec; raise naming every field that disagrees.
 
-    Checks: missing fields, unexpected fields, a leading (record) axis shared by all
-    fields (and at most ``batch_size`` when given), per-record shape and dtype. Nested
-    fields are checked too and named by path (``"meta/id"``).
+    Checks missing and unexpected fields, one leading record axis (at most ``batch_size``
+    when given), per-record shape and dtype.
 
     Raises:
         SpecMismatchError: with ``.fields`` listing each disagreeing field.
@@ -365,8 +346,7 @@ def validate_batch(
 
 
 def first_nonfinite(batch: Mapping[str, Any]) -> tuple[str, int] | None:
-    """``(field, row)`` of the first NaN/inf value in a floating field, or None
-    (nested fields named by path).
+    """``(field, row)`` of the first NaN/inf value in a floating field, or None.
 
     Example:
         >>> first_nonfinite({"x": np.array([[0.0], [np.nan]], np.float32)})
@@ -387,13 +367,12 @@ def first_nonfinite(batch: Mapping[str, Any]) -> tuple[str, int] | None:
     return None
 
 
-#: a flat spec of arrays as ``(name, per-record shape, dtype)`` per field, by name
 ArrayFields = tuple[tuple[str, tuple[int, ...], np.dtype], ...]
 
 
 def array_fields(spec: Any) -> ArrayFields | None:
-    """The fields of a flat ``spec`` of arrays, sorted by name (as JAX orders a dict);
-    None where a field nests others or is text (those batches take the full check).
+    """``(name, shape, dtype)`` of a flat array ``spec``, sorted by name (as JAX orders a
+    dict); None where a field nests or is text (the full check then runs).
 
     >>> array_fields({"y": jax.ShapeDtypeStruct((), np.int32),
     ...               "x": jax.ShapeDtypeStruct((2,), np.float32)})
@@ -405,15 +384,14 @@ def array_fields(spec: Any) -> ArrayFields | None:
         return None
     if not all(isinstance(s, jax.ShapeDtypeStruct) and np.dtype(s.dtype).isnative
                and np.dtype(s.dtype).kind not in "OUSMm" for s in spec.values()):
-        return None  # (a declared byte order or dtype JAX does not hold: the full check)
+        return None
     return tuple(sorted((name, tuple(s.shape), np.dtype(s.dtype)) for name, s in spec.items()))
 
 
 def plain_batch(batch: Any, fields: ArrayFields, batch_size: int) -> Any:
-    """The fast form of :func:`validate_batch` for the common batch, which must agree with
-    it (tests/pipeline/test_plain_batch.py): ``batch`` as it and ``text_as_lists`` pass it on (its fields in ``fields``' order), where it holds exactly ``fields``:
-    NumPy arrays of those per-record shapes and dtypes, one number of rows, at most
-    ``batch_size``. Else None: the full check then runs, naming what differs.
+    """The fast form of :func:`validate_batch` (tests/pipeline/test_plain_batch.py keeps
+    them agreeing): ``batch`` in ``fields``' order where it holds exactly those NumPy
+    arrays, one row count <= ``batch_size``; else None (the full check then runs).
 
     >>> fields = (("x", (2,), np.dtype(np.float32)),)
     >>> plain_batch({"x": np.zeros((3, 2), np.float32)}, fields, 4)["x"].shape
@@ -440,9 +418,8 @@ def plain_batch(batch: Any, fields: ArrayFields, batch_size: int) -> Any:
 
 def checked_batch(batch: Any, spec: Any, fields: ArrayFields | None, batch_size: int, *,
                   where: str, bounded: bool = True) -> Any:
-    """``batch`` checked against ``spec``: :func:`plain_batch` where it applies (``fields``:
-    the spec's :func:`array_fields`), else None once the full :func:`validate_batch` passed
-    it (which, where ``bounded``, also refuses more than ``batch_size`` records).
+    """``batch`` checked against ``spec``: :func:`plain_batch`'s result, else None once
+    :func:`validate_batch` passed it (``bounded``: also at most ``batch_size`` records).
 
     >>> spec = {"x": jax.ShapeDtypeStruct((2,), np.float32)}
     >>> checked_batch({"x": np.zeros((3, 2), np.float32)}, spec, array_fields(spec), 4,

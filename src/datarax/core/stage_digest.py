@@ -1,32 +1,12 @@
 """The ``stages`` digest of a saved state: what it sees of the stages, and what it cannot.
 
 A state is refused when the stages that would resume it differ from those that saved
-it. The digest (:func:`stages_fingerprint`) covers, for each stage in order:
-
-* its class, name and config;
-* its functions (``fn``, ``predicate``, a composite's conditions and router, a plain
-  callable stage, the methods of an operator class defined outside datarax): their
-  source (its tokens: comments, blank lines and spacing do not count; a lambda's own
-  expression, not the rest of its line), and the values of their closure variables and
-  defaults that are plain data: numbers, strings, bytes, bools, None, tuples, lists,
-  dicts and sets of these, dataclasses and enums, NumPy (and fully addressable JAX)
-  arrays by dtype, shape and bytes; functions among them are seen the same way;
-* the stages nested in it (a composite's operators, a graph's nodes), the same way.
-
-It cannot see the values of module globals a function reads (``THRESHOLD`` in
-``lambda el: el.data["x"] < THRESHOLD`` is seen by name only), nor what any other
-object holds (a closure over a model or a tokenizer is seen as its type only), nor a
-stage's attributes other than its functions and nested stages: change one of those and
-the state restores. A closure value the function changes as it runs (a cache dict)
-changes the digest. The digest is the same in every process (no addresses, no salted
-hashes) and under every Python version: it sees what decides a stage's output, the
-source, not the bytecode a Python version compiles it to. A function whose source
-Python cannot find (typed at the interactive prompt, built by ``exec``) is seen by its
-code object instead (bytecode, constants and names), which ties a state to the Python
-version that saved it.
-
-States of earlier versions (3: every function's bytecode, 2: function names only) are
-refused naming their version (:mod:`datarax.pipeline.state`).
+it. The digest (:func:`stages_fingerprint`) covers, for each stage in order, its class,
+name and config; its functions' source tokens (comments and spacing aside; a lambda's
+own expression) with their plain-data closure and default values (numbers, strings,
+containers, dataclasses, enums, arrays by bytes); and its nested stages. Module globals
+and other objects count by name or type only. The digest is the same in every process
+and Python version, except for functions without findable source (seen by bytecode).
 
 Example:
     >>> from datarax.operators import FilterOperator
@@ -67,7 +47,7 @@ SEES = (
     "arrays, containers of these), and the stages nested in them; the values of module "
     "globals a function reads and other objects it holds count by name or type only"
 )
-# whether a walk only reads the functions' source (remember_sources): arrays not hashed
+# a walk that only reads the functions' source (remember_sources): arrays not hashed
 _SOURCES_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("sources", default=False)
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
 _DEPTH = 24  # deeper values are seen as "..." (a digest, not a serializer)
@@ -80,17 +60,14 @@ def digest(material: str | bytes) -> str:
 
 
 def stages_fingerprint(stages: Any) -> str:
-    """Digest of ``stages`` as a state records it (see the module docstring for what it
-    covers)."""
+    """Digest of ``stages`` as a state records it (see the module docstring)."""
     seen: set[int] = set()
     return digest("\n".join(_stage(stage, seen, 0) for stage in stages))
 
 
 def remember_sources(stages: Any) -> None:
-    """Read the source of every function the digest sees of ``stages`` now, while the
-    files hold the code that was imported: a file edited later (a line added above a
-    stage while the job runs) does not change what this process's states say about
-    its stages. The Pipeline calls it when built; closure arrays are not hashed here.
+    """Read the source of every function of ``stages`` now, while the files hold the
+    imported code, so later edits to them do not change this process's states.
 
     Example:
         >>> from datarax.operators import FilterOperator
@@ -106,8 +83,7 @@ def remember_sources(stages: Any) -> None:
 
 
 def describe(value: Any) -> str:
-    """What the digest sees of ``value`` (a function, plain data, or another object),
-    as text that is the same in every process.
+    """What the digest sees of ``value``, as text that is the same in every process.
 
     Example:
         >>> describe((1, "a", None))
@@ -249,10 +225,9 @@ def _code(code: types.CodeType, seen: set[int], depth: int) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _source(filename: str, code: types.CodeType) -> str | None:
-    """The tokens of ``code``'s source (a lambda's: its expression), or None where Python
-    cannot find it. Comments, blank lines and the width of indents do not count.
-    (``filename``: code objects compare equal across files.) Cached: the text read
-    first stands for the code, also once its file is edited (:func:`remember_sources`)."""
+    """The tokens of ``code``'s source (a lambda's: its expression), or None. Cached: the
+    text read first stands for the code once its file is edited (``filename``: code
+    objects compare equal across files)."""
     lines = _lines(code)
     if not lines:
         return None
@@ -293,11 +268,7 @@ _BLOCK_START = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s
 
 def _lines(code: types.CodeType) -> list[str]:
     """The lines of the file ``code`` was compiled from, as :func:`inspect.findsource`
-    reads them (the ``.py`` of a ``.pyc``; a ``<...>`` name through ``linecache``, which
-    doctest and notebooks fill), without its module look-up: for a code object that takes
-    the real path of every loaded module the first time, 0.6-0.9 s at a process's first
-    ``Pipeline`` (the first batch on a TPU v5e's host). A file read by its module's loader
-    (a zip) is found by its module. Empty where there is none."""
+    reads them, without its slow look-up of every loaded module's path. Empty if none."""
     try:
         file = inspect.getsourcefile(code) or code.co_filename
     except TypeError:
@@ -316,9 +287,8 @@ _MARK = {tokenize.INDENT: "<indent>", tokenize.DEDENT: "<dedent>", tokenize.NEWL
 
 
 def _tokens(text: str) -> str | None:
-    """``text``'s Python tokens, one a line, with markers for the block structure. An
-    f-string counts as its text (Python 3.12 splits it into tokens of its own), so the
-    tokens are those of every Python version."""
+    """``text``'s Python tokens, one a line, with block markers; an f-string counts as its
+    text, so the tokens are the same in every Python version."""
     text = textwrap.dedent(text).strip("\n") + "\n"
     lines = text.splitlines(keepends=True)
     out: list[str] = []
@@ -371,8 +341,7 @@ def _is_jax_array(value: Any) -> bool:
 
 
 def _function_of(item: Any) -> types.FunctionType | None:
-    """The function a class attribute defines (a method, static, class method or
-    property getter), or None."""
+    """The function a class attribute defines (a method or property getter), or None."""
     if isinstance(item, (staticmethod, classmethod)):
         item = item.__func__
     elif isinstance(item, property):

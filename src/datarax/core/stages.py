@@ -1,13 +1,9 @@
 """Running a pipeline's stages over one batch: the one loop every path shares.
 
-Stage ``i`` (counting from 1) that is stochastic gets one key per record,
-``record_keys(stage_key, epoch, indices)``; a deterministic stage gets ``None``. A
-filter (a :class:`~datarax.core.operator.RecordFilter`, or :func:`filtered` standing
-where one stood) draws no key and is not counted: adding or moving a filter leaves
-every other stage's keys as they are. The
-compiled steps (indexed and host), the host path for text, ``CachedPrefix`` and
-``Pipeline.element_spec`` all call :func:`apply_stages`, so a record is transformed the
-same way whichever path serves it.
+A stochastic stage gets one key per record, ``record_keys(stage_key, epoch, indices)``;
+a deterministic one ``None``. Filters take no key position, so adding or moving one
+leaves every other stage's keys alone. Every path calls :func:`apply_stages`, so a record
+is transformed the same way whichever serves it.
 
 Example:
     >>> import jax, numpy as np
@@ -33,8 +29,7 @@ from datarax.typing import Batch
 
 
 def filtered(batch: Batch) -> Batch:
-    """Stands where a filter stood in a list of stages that runs after it: it keeps the
-    stage indices that messages name and, like the filter, takes no key position."""
+    """Stands where a filter stood, keeping stage indices; takes no key position."""
     return batch
 
 
@@ -44,9 +39,8 @@ def apply_stages(
     """Run every stage over ``batch``; stochastic stages get per-record keys.
 
     Stage ``i`` without its own ``rngs`` uses ``fold_in(pipeline_key, i + 1 - f)``,
-    ``f`` the filters before it; those stages' keys are derived together.
-    ``pipeline_key`` may be a pass's :class:`~datarax.core.keys.StepKeys` (their
-    ``epoch``'s): the same keys, with less threefry work in the step.
+    ``f`` the filters before it. ``pipeline_key`` may be a pass's
+    :class:`~datarax.core.keys.StepKeys`: the same keys, less threefry work.
     """
     shared = _shared_keys(stages, indices, epoch, pipeline_key)
     if isinstance(pipeline_key, StepKeys):
@@ -141,8 +135,7 @@ def _check_records(stage: Any, index: int, records: int | None, out: Batch) -> N
 
 
 def _needs_a_key(stage: OperatorModule, batch: Batch, err: BaseException) -> bool:
-    """Whether ``stage`` failed because it used the ``None`` key of a deterministic
-    stage: the error is about ``None`` and the same call with real keys succeeds."""
+    """Whether ``stage`` failed on the ``None`` key (the call succeeds with real keys)."""
     if "NoneType" not in str(err):
         return False
     leaves = jax.tree.leaves(batch, is_leaf=lambda v: isinstance(v, list))
@@ -159,8 +152,7 @@ def _needs_a_key(stage: OperatorModule, batch: Batch, err: BaseException) -> boo
 
 
 def _not_stochastic_error(stage: OperatorModule, index: int) -> ConfigError:
-    """The message names the stage's index in ``stages``, as the Pipeline's other stage
-    messages do."""
+    """The error for a deterministic stage ``index`` that uses its key."""
     config = type(stage.config).__name__
     return ConfigError(
         f"Pipeline stage {index} ({type(stage).__name__} '{stage.name}') uses its random key, but "

@@ -17,16 +17,13 @@ _CACHE_SIZE = 64
 # keys that cannot be hashed, most recent last: found by equality
 _UNHASHABLE: list[tuple[Any, Callable[..., Any]]] = []
 _UNHASHABLE_SIZE = 16
-# a pipeline's first pass may be prepared on a thread while the consumer asks for it:
-# both must get the same step object (and so share its compiled programs)
+# the compile-ahead thread and the consumer must get the same step object
 _LOCK = threading.RLock()
 
 
 def cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
-    """The step cached under ``key`` (a tuple holding a graph definition), built by
-    ``build()`` the first time (one thread at a time: ``build`` must be cheap). A module attribute that cannot be hashed (a list of
-    file names, a dict of class names on a custom source) makes its graph definition
-    unhashable: such keys are found by equality instead.
+    """The step cached under ``key``, built by ``build()`` (cheap: under a lock) the first
+    time; unhashable keys (a graph definition with a list attribute) are found by equality.
 
     Example:
         >>> def build():

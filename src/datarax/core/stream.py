@@ -1,18 +1,10 @@
 """Forward-only streams: :class:`StreamSource` and the one way datarax reads them.
 
 A stream hands out records in order with ``get_batch(batch_size)`` and cannot seek.
-:class:`StreamPass` turns that into what a Pipeline needs, for every stream-kind source:
-
-* **position** — the source's :class:`~datarax.core.position.SourcePosition` counts the
-  records handed out (this shard's); nothing else keeps a copy.
-* **shards** — with ``set_shard(i, P)`` the pass is read in whole rounds of ``P``
-  records and record ``i`` of each round is kept (a partial last round is left out; a
-  pass shorter than one round, which no shard would serve, is a ``ConfigError``).
-* **resume** — after ``set_state`` / ``seek(e, k)`` the next read restarts the pass and
-  discards the ``k * P`` records the saved position covers.
-* **passes** — ``restart(epoch)`` is called before every pass; a stream that served
-  records in one pass and none in the next did not rewind, and is refused
-  (``SourceContractError`` naming ``restart``) rather than served as an empty epoch.
+:class:`StreamPass` makes it a Pipeline source: with ``set_shard(i, P)`` the pass is read
+in whole rounds of ``P`` records, record ``i`` of each kept; a resume at ``(e, k)``
+restarts the pass and discards ``k * P`` records; ``restart(epoch)`` is called before
+every pass, and a stream that did not rewind is refused.
 
 Example:
     >>> import numpy as np
@@ -61,8 +53,7 @@ __all__ = ["StreamSource", "StreamPass", "StructuralConfig"]
 
 
 def _check_batch_form(source: Any, batch: Any) -> None:
-    """Refuse a ``get_batch`` result that is not a batch: a dict whose every field holds
-    its records along the first axis (an array, or a list of str)."""
+    """Refuse a ``get_batch`` result that is not a dict of fields with records on axis 0."""
     name = f"{type(source).__name__}.get_batch"
     if not isinstance(batch, Mapping):
         raise SourceContractError(
@@ -79,8 +70,7 @@ def _check_batch_form(source: Any, batch: Any) -> None:
 
 
 def _other_stream(source: StreamSource) -> str:
-    """Where a restored position the re-read pass ends before comes from: a different
-    stream, or (a stream without its own ``restart``) this one, not started over."""
+    """Where a restored position past the re-read pass's end comes from, for the message."""
     if type(source).restart is not StreamSource.restart:
         return "a different stream"
     return (f"a different stream, or {type(source).__name__} was not started over: on a "
@@ -93,11 +83,10 @@ def _other_stream(source: StreamSource) -> str:
 class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM):
     """Base of forward-only streams (sources read in order, batch by batch).
 
-    Implement ``get_batch(batch_size)`` (the next batch
-    of at most ``batch_size`` records, text as lists of ``str``; ``None`` at the pass's
-    end), ``element_spec`` and, for more than one pass, ``restart(epoch)``. ``len()``
-    is ``TypeError("<class> has no length: ...")`` (:class:`LengthIfKnown`), unless the
-    stream defines ``__len__`` or :meth:`length_or_reason`."""
+    Implement ``get_batch(batch_size)`` (at most ``batch_size`` records, text as lists of
+    ``str``; ``None`` at the pass's end), ``element_spec`` and, for more than one pass,
+    ``restart(epoch)``. ``len()`` raises ``TypeError`` unless the stream defines
+    ``__len__`` or :meth:`length_or_reason`."""
 
     def __init__(
         self,
@@ -120,16 +109,14 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
 
     def restart(self, epoch: int) -> None:
         """Begin pass ``epoch`` from the stream's first record (reopen a file, re-create a
-        generator). Called before every pass; the default does nothing, for a stream that
-        rewinds itself (one that does not is refused on its second pass, naming this)."""
+        generator); called before every pass. The default does nothing."""
 
     def supports_indexed_access(self) -> bool:
-        """False: a stream is read forward only (``source.kind is SourceKind.STREAM``)."""
+        """False: a stream is read forward only."""
         return False
 
     def get_batch_with_indices(self, batch_size: int) -> tuple[Batch | None, Any | None]:
-        """This shard's next batch of the pass and each record's position in the pass
-        (its stable index): ``get_batch`` read by :class:`StreamPass`."""
+        """This shard's next batch and each record's position in the pass (stable index)."""
         size = check_count(batch_size, f"{type(self).__name__} batch_size", 1)
         return self.__pass.read(self, size)
 
@@ -138,8 +125,7 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
 
 
 class StreamPass(HostState):
-    """Reading state of one stream object in this process (never saved: it is derived
-    from the source's position on restore). The source is passed to each read."""
+    """Reading state of one stream in this process (never saved: derived from the position)."""
 
     def __init__(self) -> None:
         self.read_in_pass = 0  # raw records read from the stream this pass (all shards)
@@ -163,8 +149,7 @@ class StreamPass(HostState):
         self.to_skip = index * source.shard.count
 
     def _get(self, source: StreamSource, batch_size: int, *, mid_read: bool = False) -> Batch | None:
-        """The stream's next batch, or None at the pass's end (``mid_read``: records of
-        this read are already in hand, so the pass is not empty)."""
+        """The stream's next batch, or None (``mid_read``: the pass is not empty)."""
         try:
             batch = source.get_batch(batch_size)
         except StopIteration:
@@ -192,8 +177,7 @@ class StreamPass(HostState):
         )
 
     def read(self, source: StreamSource, batch_size: int) -> tuple[Batch | None, np.ndarray | None]:
-        """``source``'s next records of this shard (at most ``batch_size``) and their
-        positions in the pass."""
+        """This shard's next records (at most ``batch_size``) and their positions in the pass."""
         if self.needs_open or self.opened_epoch != source.epoch:
             self._open(source)
         index, count = source.shard.index, source.shard.count
@@ -231,9 +215,8 @@ class StreamPass(HostState):
                 return take_records(raw, keep), positions[keep]
 
     def _complete_rounds(self, source: StreamSource, raw: Batch, count: int) -> Batch | None:
-        """Extend ``raw`` to whole rounds of ``count`` records, or cut the last partial
-        round where the stream ends, so every shard hands out the same number of records.
-        """
+        """Extend ``raw`` to whole rounds of ``count`` records (cut a partial last round),
+        so every shard hands out as many records."""
         parts = [raw]
         have = batch_length(raw)
         while (self.read_in_pass + have) % count:
@@ -251,7 +234,7 @@ class StreamPass(HostState):
 
 
 def _shorter_than_round(source: StreamSource, records: int, count: int) -> ConfigError:
-    """The error for a pass of fewer records than shards: no shard would get any."""
+    """The error for a pass of fewer records than shards."""
     return ConfigError(
         f"{type(source).__name__} is read by {count} processes (shard_count={count}) but "
         f"its pass holds {records} records: a stream is shared in whole rounds of {count} "

@@ -1,16 +1,9 @@
 """``DispatchAhead``: one worker thread preparing a pass's batches ahead of its consumer.
 
-Both drivers use it (:mod:`datarax.pipeline.driver`): the compiled driver's pass computes
-its batches from positions (:mod:`datarax.pipeline.dispatch`), the cursor driver's reads,
-checks, stages and places them (:mod:`datarax.pipeline.host_pass`). The worker keeps ``depth`` batches ready, so
-that the next batches are made while the consumer's thread trains (on the CPU backend
-JAX runs a dispatch from an idle state partly on the calling thread, so a loop that
-waits for its train step would otherwise pay for the data step too).
-
-The invariant: items come out in exactly the order ``produce`` made them, and an error
-raised while making item ``k`` is raised by ``get()`` after items ``0..k-1`` were
-taken — so a batch, an error and the position are the same as making them on the
-consumer's thread:
+Both drivers use it, so the next batches are made while the consumer's thread trains.
+Invariant: items come out in the order ``produce`` made them, and an error making item
+``k`` is raised by ``get()`` after items ``0..k-1``: batches, errors and the position
+are the same as on the consumer's thread:
 
     >>> records = iter([[1], [2, 3]])
     >>> ahead = DispatchAhead(lambda: next(records, None), depth=2)
@@ -38,21 +31,17 @@ import jax
 from datarax.core.compiled_store import LOWERING_SETTINGS
 from datarax.core.threads import run_behind_consumer
 
-# JAX settings a thread may set for itself (``with jax.enable_x64(True):``): the public
-# context manager of each and the ``jax.config`` option it sets; those that change what
-# a function lowers to, and three that do not
+# JAX settings a thread may set for itself (``with jax.enable_x64(True):``)
 _THREAD_SETTINGS = (*(name.removeprefix("jax_") for name in LOWERING_SETTINGS),
                     "log_compiles", "explain_cache_misses", "debug_key_reuse")
 # How often (seconds) a worker waiting for room checks that its consumer can still take.
 _POLL = 0.1
-#: how long (seconds) a worker whose pass ended waits for the next pass (``follow``)
-#: before it ends: a loop over epochs keeps one worker thread
+#: seconds a worker whose pass ended waits for the next (``follow``): one thread per loop
 PARK_SECONDS = 1.0
 
 
 def _current_settings() -> tuple[list[tuple[Any, Any]], Any]:
-    """The calling thread's JAX settings (each public context manager with its value)
-    and its mesh."""
+    """The calling thread's JAX settings (context manager, value) and its mesh."""
     values = []
     for name in _THREAD_SETTINGS:
         manager = getattr(jax, name, None)
@@ -62,14 +51,8 @@ def _current_settings() -> tuple[list[tuple[Any, Any]], Any]:
 
 
 def consumer_settings() -> Callable[[], contextlib.ExitStack]:
-    """A function that, called in the worker, enters the calling thread's JAX settings.
-
-    JAX keeps context-manager settings (``jax.enable_x64(...)``, ``jax.default_device``,
-    ``jax.set_mesh``, ...) per thread, and a dispatch on the worker must see the
-    consumer's. Each setting's value is read here, on the consumer's thread, through
-    ``jax.config``, and entered in the worker with JAX's public context manager of it;
-    the returned stack leaves them again.
-    """
+    """A function that, called in the worker, enters the calling thread's JAX settings
+    (JAX keeps them per thread) with their public context managers."""
     values, mesh = _current_settings()
 
     def enter() -> contextlib.ExitStack:
@@ -86,17 +69,11 @@ def consumer_settings() -> Callable[[], contextlib.ExitStack]:
 class DispatchAhead:
     """Runs ``produce()`` on one worker thread, keeping up to ``depth`` results ready.
 
-    ``produce`` returns a list of the next items (one or several), or None when there are
-    no more. ``get()`` returns items in order, then None (``resume()`` after each
-    ``get()`` lets the worker refill once fewer than ``depth`` wait); an exception
-    raised by ``produce`` is raised by the ``get()`` that would have returned its item.
-    ``stop()`` ends the worker and waits for it. The worker takes on the creating
-    thread's JAX settings. It ends by itself, after the item it is making, once the
-    interpreter exits and no thread is left to take its items (the main thread ended,
-    and the creating thread is the main one, a daemon or gone); until then the
-    interpreter waits for it, so no JAX call of it is cut off by the exit. A worker
-    whose producer finished waits up to ``PARK_SECONDS`` for :meth:`follow` to hand it
-    the next one (the next epoch's pass) before it ends.
+    ``produce`` returns a list of the next items, or None when there are no more.
+    ``get()`` returns items in order, then None; call ``resume()`` after each. The worker
+    ends by itself once the interpreter exits with no thread left to take its items
+    (until then the exit waits, so no JAX call is cut off). A finished worker waits up to
+    ``PARK_SECONDS`` for :meth:`follow` to hand it the next pass.
     """
 
     def __init__(self, produce: Callable[[], Any], depth: int,
@@ -107,19 +84,15 @@ class DispatchAhead:
         self._produce = produce
         self._depth = depth
         self._settings = settings
-        # Items go out through a deque the consumer pops without a lock (a deque's
-        # append and popleft are atomic); the consumer takes the condition only to wait
-        # for an empty deque to fill. The worker waits for room on a C-level queue of
-        # wake-ups the consumer posts: on the consumer's thread ``get()`` + ``resume()``
-        # run a handful of bytecodes, which matters because they run right after the
-        # train step's wait, when the thread is cold (see ``docs/devices.md``).
+        # Lock-free pops from a deque (atomic append/popleft) and wake-ups on a C-level
+        # queue keep get() + resume() to a few bytecodes on the cold consumer thread.
         self._items: collections.deque[Any] = collections.deque()
         self._ready = threading.Condition()
         self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._done = False
         self._stopped = False
         self._retired = False  # parked, and no next producer came: the thread ended
-        self._settings_now = settings_now  # the creating thread's settings, compared by follow
+        self._settings_now = settings_now
         self._error: BaseException | None = None
         self._owner = threading.current_thread()
         self._thread = threading.Thread(target=self._run, name="datarax-dispatch")
@@ -140,9 +113,8 @@ class DispatchAhead:
                 settings = self._settings()
             while True:
                 if not behind and self._items:
-                    # The loop's thread first when cores are short — from the second
-                    # item on: the first may compile, and XLA starts its compiler
-                    # threads on first use, which would inherit this thread's priority.
+                    # from the second item on: XLA's compiler threads, started by the
+                    # first, would inherit this thread's priority
                     behind = run_behind_consumer() or True
                 while True:  # drop the wake-ups of takes already seen (the check below)
                     try:
@@ -169,9 +141,7 @@ class DispatchAhead:
                     self._ready.notify_all()
                 if self._done and not self._park():
                     return
-                # not held while the next item is made: a batch the consumer dropped
-                # frees its memory now (on CPU the allocator then reuses it, warm)
-                item = None
+                item = None  # not held while the next is made: a dropped batch frees now
         except BaseException as err:  # noqa: BLE001 - handed to the consumer
             with self._ready:
                 self._error = err
@@ -181,11 +151,10 @@ class DispatchAhead:
             settings.close()
 
     def _park(self) -> bool:
-        """Wait for :meth:`follow`'s next producer; False when none came in time (or
-        the worker was stopped, or the interpreter is exiting): the thread then ends."""
+        """Wait for :meth:`follow`'s next producer; False (the thread ends) when none came."""
         deadline = time.monotonic() + PARK_SECONDS
         with self._ready:
-            if self._done:  # the ended pass's producer is dropped (unless followed already)
+            if self._done:
                 self._produce = None  # type: ignore[assignment]
             while self._done and not self._stopped:
                 left = deadline - time.monotonic()
@@ -197,14 +166,12 @@ class DispatchAhead:
 
     @property
     def finished(self) -> bool:
-        """Whether the producer finished cleanly and every item was taken (the worker
-        now waits for :meth:`follow`, or has ended)."""
+        """Whether the producer finished cleanly and every item was taken."""
         return self._done and not self._items and self._error is None and not self._stopped
 
     def follow(self, produce: Callable[[], Any], depth: int, settings_now: Any) -> bool:
-        """Hand a worker whose producer finished (``get()`` returned None) the next one,
-        made on a thread with the same JAX settings (``settings_now``); False where it
-        cannot take it (ended, stopped, failed, other settings): start a new worker."""
+        """Hand a finished worker the next producer (same JAX settings ``settings_now``);
+        False where it cannot take it: start a new worker."""
         with self._ready:
             if (self._retired or self._stopped or self._error is not None or not self._done
                     or self._items or settings_now != self._settings_now):
@@ -218,8 +185,7 @@ class DispatchAhead:
     def get(self) -> Any:
         """The next item; None once the producer had no more; re-raises its error."""
         try:
-            # The worker refills in resume(): waking it here would have it contend
-            # for the GIL with the rest of the consumer's next().
+            # no wake-up here: the worker would contend for the GIL with next()
             return self._items.popleft()
         except IndexError:
             pass
@@ -234,9 +200,7 @@ class DispatchAhead:
 
     def resume(self) -> None:
         """Let the worker make items again (call after taking one with ``get()``)."""
-        # Only a take that leaves room wakes it: the worker waits for exactly this
-        # condition, and a wake-up per take of a group of small batches costs a thread
-        # switch each.
+        # only a take that leaves room wakes it (each wake-up is a thread switch)
         if len(self._items) < self._depth:
             self._wake.put(None)
 
@@ -253,13 +217,9 @@ class DispatchAhead:
 
 def run_ahead(produce: Callable[[], list[Any] | None], depth: int,
               parked: DispatchAhead | None = None) -> DispatchAhead | None:
-    """A worker running ``produce`` ``depth`` items ahead, or None (``depth`` 0) where
-    the consumer's thread should make them. ``parked``: a worker whose last producer
-    finished, which takes ``produce`` where it can (no new thread started); else it is
-    stopped.
-
-    On the CPU backend each item's arrays are finished on the worker before the next
-    is made: XLA:CPU runs a queue of several cheap computations slower than one at a time.
+    """A worker running ``produce`` ``depth`` items ahead (``parked``'s where it can), or
+    None (``depth`` 0). On CPU each item is finished before the next is made: XLA:CPU
+    runs a queue of cheap computations slower than one at a time.
     """
     if depth < 1:
         if parked is not None:

@@ -31,10 +31,8 @@ def check_arguments(
     sharding: Any,
     pad_remainder: Any,
 ) -> tuple[int, int, Any, Any, Reading]:
-    """``(batch_size, prefetch, shard_index, shard_count, reading)`` checked (NumPy
-    integers as ints; the shard by default this process of ``jax.process_count()``), and
-    the stages and the source with them; ``reading``: how the source is read
-    (:func:`~datarax.core.reading.reading_of`, asked here once for the plan)."""
+    """``(batch_size, prefetch, shard_index, shard_count, reading)`` checked, with the
+    stages and the source; the shard defaults to this process's."""
     if not isinstance(source, DataSourceModule):
         raise SourceContractError(
             f"Pipeline source must be a DataSourceModule (e.g. MemorySource), got "
@@ -47,13 +45,12 @@ def check_arguments(
             "DataSourceModule.__init__, which gives a source its position: call "
             "super().__init__(config, rngs=rngs, name=name) first in its __init__."
         )
-    # NumPy integers (a batch size computed with NumPy) are the same Python ints.
     batch_size, prefetch, shard_index, shard_count = python_ints(
         (batch_size, prefetch, shard_index, shard_count))
     batch_size = check_count(batch_size, "Pipeline batch_size", 1)
     for label, value in (("drop_remainder", drop_remainder), ("check_finite", check_finite),
                          ("pad_remainder", pad_remainder)):
-        if not isinstance(value, (bool, np.bool_)):  # a NumPy bool is the same bool (plan.py)
+        if not isinstance(value, (bool, np.bool_)):
             raise ConfigError(
                 f"Pipeline {label} must be a bool, got {type(value).__name__}."
             )
@@ -78,8 +75,7 @@ def check_arguments(
 def check_share(
     source: DataSourceModule, count: Any, batch_size: int, drop_remainder: bool
 ) -> int | None:
-    """This shard's records per epoch (``source.epoch_size()`` once the shard is set),
-    refused where no process, or no batch, would be served."""
+    """This shard's records per epoch, refused where no process, or no batch, is served."""
     size = source.epoch_size()
     if size == 0 and isinstance(count, int) and count > 1:
         raise ConfigError(
@@ -96,10 +92,8 @@ def check_share(
 
 def no_batch_error(source: DataSourceModule, size: int, batch_size: int, count: Any,
                    skipped: int = 0) -> ConfigError:
-    """An epoch of ``size`` records, fewer than ``batch_size`` with drop_remainder=True:
-    refused when the pipeline is built where the size is known, at the end of the first
-    pass of a stream (whose size is not), or of a pass whose bad records were skipped
-    (``skipped`` of the ``size`` positions)."""
+    """The error for an epoch of ``size`` records (``skipped`` of them bad), fewer than
+    ``batch_size`` with drop_remainder=True."""
     in_shard = " in this shard" if isinstance(count, int) and count > 1 else ""
     bad = f" ({skipped} more skipped as bad)" if skipped else ""
     return ConfigError(
@@ -110,11 +104,9 @@ def no_batch_error(source: DataSourceModule, size: int, batch_size: int, count: 
 
 
 def _check_shard(index: Any, count: Any, index_default: bool, count_default: bool) -> None:
-    """Refuse a shard that is not ``0 <= shard_index < shard_count`` (ints), naming the
-    argument and, where one was left out, the value it defaulted to."""
+    """Refuse a shard that is not ``0 <= shard_index < shard_count``, naming defaults."""
     check_count(count, "Pipeline shard_count", 1, " (the number of processes reading the data)")
     if index_default and not count_default and count != jax.process_count():
-        # this process's index only names a share when there is one share per process
         raise ConfigError(
             f"Pipeline shard_count={count} without shard_index: the share would default "
             f"to jax.process_index() = {index}, but jax.process_count() = "
@@ -161,8 +153,7 @@ def _check_stages(stages: Any) -> None:
 
 
 def _check_batch_function(stage: Callable[..., Any], i: int) -> None:
-    """Refuse a plain-callable stage that cannot be called as ``fn(batch)`` (a function
-    of ``(element, key)``, say, given without its ``ElementOperator``)."""
+    """Refuse a plain-callable stage that cannot be called as ``fn(batch)``."""
     refused = refused_call(stage, {})
     if refused is not None:
         err = refused[1]
@@ -198,8 +189,7 @@ def _check_source(source: DataSourceModule, reading: Reading) -> None:
 def _check_padded_shards(
     source: DataSourceModule, stages: Sequence[Any], count: int, reading: Reading
 ) -> None:
-    """Refuse ``pad_remainder`` over several shards where the shards' batch counts
-    cannot be known to be equal before the epoch is read."""
+    """Refuse ``pad_remainder`` over several shards whose batch counts are not known ahead."""
     if reading.forward_only or length_or_none(source) is None:
         raise ConfigError(
             f"Pipeline pad_remainder=True with shard_count={count}: "

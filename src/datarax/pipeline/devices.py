@@ -1,19 +1,9 @@
 """The device side of a Pipeline: where its stages run, and where its batches go.
 
-``Pipeline(..., stages_on=...)`` chooses where the compiled step (an indexed source's
-gather and every stage) runs: ``"device"`` on JAX's default device (the accelerator),
-``"host"`` on the host CPU (:func:`stage_device`), its inputs put there once per
-pipeline and every batch moved to the default device, or the mesh, after
-(:func:`place_batch`). See docs/devices.md, "Where stages run".
-
-``Pipeline(..., sharding=...)`` resolves its argument to a
-:class:`~datarax.sharding.placement.BatchPlacement` here, once, and refuses a batch
-size that cannot split over this process's devices before any record is read, and,
-under several processes, a pipeline built otherwise on another process
-(:func:`check_processes_agree`). The
-iterator then places every batch as it is prepared (so ``prefetch`` batches wait
-already on the devices): indexed sources right after their compiled step, host
-sources in place of the plain host→device copy.
+``stages_on``: where the compiled step runs (docs/devices.md, "Where stages run").
+``sharding``: resolved once to a :class:`~datarax.sharding.placement.BatchPlacement`,
+refusing batch sizes that cannot split over the devices; every batch is placed as it
+is prepared, so prefetched batches wait on the devices.
 
 Example:
     >>> import jax, numpy as np
@@ -60,8 +50,8 @@ def check_stages_on(stages_on: Any) -> str:
 
 
 def stage_device(plan: PipelinePlan) -> Any:
-    """The device a pipeline's compiled steps run on: this process's first CPU device
-    for ``stages_on="host"``, None (JAX's default device) for ``"device"``.
+    """The device the compiled steps run on: the first CPU device for
+    ``stages_on="host"``, else None (JAX's default).
 
     >>> from datarax.pipeline.plan import PipelinePlan
     >>> plan = PipelinePlan(4, False, 0, False, stages_on="host")
@@ -74,8 +64,7 @@ def stage_device(plan: PipelinePlan) -> Any:
 
 
 def default_device() -> Any:
-    """The device a batch without ``sharding=`` goes to: ``jax.default_device``'s
-    choice on this thread (a device or a platform name), else ``jax.devices()[0]``."""
+    """The device a batch without ``sharding=`` goes to (this thread's default)."""
     chosen = jax.config.jax_default_device
     if chosen is None:
         return jax.devices()[0]
@@ -85,9 +74,7 @@ def default_device() -> Any:
 
 
 def stage_context(plan: PipelinePlan) -> Any:
-    """A context in which stages run eagerly (in Python: over text kept on the host)
-    create their arrays on :func:`stage_device` (nothing changes for ``"device"``);
-    it sets ``jax.default_device`` on this thread only, for that call."""
+    """A context in which eagerly run stages create their arrays on :func:`stage_device`."""
     device = stage_device(plan)
     return contextlib.nullcontext() if device is None else jax.default_device(device)
 
@@ -124,9 +111,7 @@ def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> B
 
 def check_processes_agree(context: PassContext) -> None:
     """Under several processes with ``sharding=``, refuse a pipeline built otherwise on
-    another process (one collective, when the pipeline is built): its batches would be
-    joined into global arrays of mismatched shares, or a collective would wait forever
-    for a process that ran out of batches. The shard's index is each process's own."""
+    another process (mismatched shares, or a collective waiting forever)."""
     if context.plan.placement is None or jax.process_count() == 1:
         return
     mine = settings(context)
@@ -137,10 +122,8 @@ def check_processes_agree(context: PassContext) -> None:
 def place_batch(
     plan: PipelinePlan, stats: PipelineStats, batch: dict[str, Any], position: int, epoch: int
 ) -> dict[str, Any]:
-    """``batch`` (from record ``position`` of pass ``epoch``) placed with the pipeline's
-    ``sharding=``, or, for stages run on the host, moved to the default device; timed
-    as ``transfer``. Unchanged otherwise (it is on the default device already); host
-    leaves (text) stay as they are."""
+    """``batch`` placed with ``sharding=``, or, for stages run on the host, moved to the
+    default device (timed as ``transfer``); else unchanged."""
     if plan.placement is not None:
         with stats.timer("transfer"):
             return plan.placement.place(batch, f"batch at record {position} of epoch {epoch}")

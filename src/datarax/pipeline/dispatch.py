@@ -1,13 +1,7 @@
 """Indexed batches computed from positions: what one pass dispatches.
 
-:class:`IndexedDispatch` holds everything one pass of an indexed source needs to
-compute its batches (the split graph, the compiled step, positions, keys), and
-:meth:`~IndexedDispatch.dispatch_one`, which computes and places the next batch. It
-never moves the source's position: the iterator advances it when it hands a batch out.
-:meth:`~IndexedDispatch.start` runs it on the read-ahead thread of :mod:`datarax.pipeline.ahead`
-(on the CPU backend; elsewhere the loop's thread dispatches it ahead), so that the
-positions → gather → stages → placement of the next batches run while the consumer's
-thread trains.
+:class:`IndexedDispatch` computes and places one pass's batches; it never moves the
+source's position (the iterator does, as it hands batches out).
 """
 
 from __future__ import annotations
@@ -37,22 +31,17 @@ from datarax.pipeline.steps import grouped_step, indexed_step, runs_step
 from datarax.typing import Batch
 
 Item = tuple[int, Batch, int]  # (records, batch, global start position)
-#: a batch as the compiled driver hands it out: (positions covered, batch, records, their
-#: stable indices (called for check_finite's message), whether its rows are filtered)
+#: (positions covered, batch, records, stable indices (lazy), whether filtered)
 Served = tuple[int, Batch, int, Callable[[], Any], bool]
 _INT32_MAX = 2**31 - 1
-#: small batches (under GROUP_BELOW records) are computed several per dispatch, up to
-#: GROUP_RECORDS records and MAX_GROUP batches at once; so are batches of few bytes
-#: (narrow records), up to GROUP_BYTES of source records at once
+#: small or narrow batches are computed several per dispatch, within these limits
 GROUP_BELOW = 128
 GROUP_RECORDS = 512
 GROUP_BYTES = 512 * 1024
 MAX_GROUP = 16
-#: ... in passes of at least this many batches, where the saved dispatches (~0.2 ms
-#: each on CPU) repay compiling the grouped program once
+#: ... in passes long enough that saved dispatches repay compiling the grouped program
 GROUP_MIN_BATCHES = 512
-#: a group read as one run of positions (no stages: one gather cut into batches) goes
-#: up to this many times those limits (its program grows by two small cuts a batch)
+#: a group read as one gather (no stages) goes up to this many times those limits
 ONE_READ_SCALE = 2
 
 
@@ -87,8 +76,7 @@ def check_positions(epoch: int, n: int, end: int) -> None:
 
 
 def record_bytes(source: Any) -> int:
-    """Bytes one record of ``source`` declares in its ``element_spec()`` (0 if unknown;
-    text fields count 0)."""
+    """Bytes of one record of ``source``'s spec (0 if unknown)."""
     try:
         return spec_record_bytes(checked_spec(source))
     except Exception:  # noqa: BLE001 - a spec that cannot say: group by records only
@@ -97,13 +85,9 @@ def record_bytes(source: Any) -> int:
 
 def pass_arguments(context: PassContext, epoch: int, graphdef: Any, state: Any,
                    extra: Any) -> tuple[Any, Any, Any, Any]:
-    """``(inputs, state, key, extra)`` of the compiled calls of pass ``epoch`` of an
-    indexed source: its step inputs of this epoch (a source may read its order from a
-    table built for it), and the NNX ``state``, the pass's keys and ``extra`` placed by
-    the session's :class:`~datarax.pipeline.pass_reuse.PassReuse` (the last pass's
-    placed constants, steps and executables, where unchanged). With
-    ``stages_on="host"`` every argument lies on the CPU (the columns copied once per
-    pipeline), so the step is compiled for and runs there."""
+    """``(inputs, state, key, extra)`` of pass ``epoch``'s compiled calls, placed (or
+    reused) by the session's :class:`~datarax.pipeline.pass_reuse.PassReuse`; on the
+    CPU with ``stages_on="host"``."""
     device = stage_device(context.plan)
     inputs = context.source.epoch_step_inputs(epoch)
     if device is not None:
@@ -113,24 +97,19 @@ def pass_arguments(context: PassContext, epoch: int, graphdef: Any, state: Any,
                                                           device=device, inputs=inputs))
 
 
-#: the compiled steps called at least once in this process (a first call traces and
-#: compiles, or loads from datarax's store of compiled steps, or waits for the thread
-#: compiling it ahead)
+#: the compiled steps called at least once in this process
 _CALLED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def call_timer(step: Any) -> str:
-    """The stats timer a call of ``step`` counts under: ``"compile"`` for its first call
-    in this process, ``"step"`` after."""
+    """``"compile"`` for ``step``'s first call in this process, ``"step"`` after."""
     timer = "step" if step in _CALLED else "compile"
     _CALLED.add(step)
     return timer
 
 def call_bound(step: Any, bound: dict[Any, Any], args: tuple[Any, ...]) -> tuple[Any, str]:
-    """``step(*args)`` and the timer it counts under: after its first call (kept in
-    ``bound``) its compiled executable is called directly — every call of a pass has
-    arguments of one signature, so it is not looked up again (~30 us a call; a filtered
-    step's lookup hashes its graph definition, ~0.4 ms)."""
+    """``step(*args)`` and its timer; after the first call its executable (kept in
+    ``bound``) is called directly: a pass's calls share one signature, so no lookup."""
     found = bound.get(step)
     if found is not None:
         return found(*args), "step"
@@ -146,13 +125,9 @@ _NOT_VECTORIZED: weakref.WeakSet[Any] = weakref.WeakSet()
 class IndexedDispatch:
     """The batches of one pass of an indexed source, computed from positions.
 
-    Starts at the source's current position of pass ``epoch``; each
-    :meth:`dispatch_one` computes the next batch (placed on the pipeline's mesh unless
-    ``check_finite`` wants it on the host first) and returns ``(records, batch, start)``,
-    or None after the pass's last batch. Small batches of a long pass (at least
-    ``GROUP_MIN_BATCHES``) are computed :func:`group_size` at a time by one dispatch
-    (:func:`~datarax.pipeline.steps.grouped_step`), each exactly as it would be alone;
-    :meth:`dispatch_some` returns a whole group.
+    :meth:`dispatch_one` returns ``(records, batch, start)`` for the next batch, or None
+    at the pass's end. Small batches of a long pass are computed :func:`group_size` at a
+    time (each exactly as alone); :meth:`dispatch_some` returns a whole group.
     """
 
     def __init__(self, context: PassContext, epoch: int) -> None:
@@ -164,8 +139,7 @@ class IndexedDispatch:
         self.stats = context.stats
         self.epoch = epoch
         self.batch_size = context.plan.batch_size
-        # A source keeping text on the host: the step gathers the device fields, the
-        # text joins them by the same record indices, and the stages run on the host.
+        # text kept on the host joins the gathered fields by index; stages then run on the host
         self.host_fields = source.has_host_fields()
         self.host_stages = stages if self.host_fields else []
         self.graphdef, state = nnx.split((source, [] if self.host_fields else stages))
@@ -178,10 +152,8 @@ class IndexedDispatch:
             size = self.resplit.size(self.n)
         self.dispatched = source.index
         self.total = self.plan.end(size, self.dispatched)
-        # no batch of this pass holds more than its records: a batch_size past them
-        # (batch_size=10**6 over 10 records) computes no rows it would only cut off
+        # a batch_size past the pass's records computes no rows it would only cut off
         self.batch_size = min(self.batch_size, max(size, 1))
-        # the first call's position placed with the constants (not copied by the call)
         first = self._first_position()
         self.reuse = context.session.pass_reuse
         self.inputs, self.state, self.key, (self.epoch_arg, placed_first) = pass_arguments(
@@ -193,22 +165,18 @@ class IndexedDispatch:
         one_read = not stages and self.by_position
         self.group = (group_size(self.batch_size, record_bytes(source), one_read)
                       if simple and long_pass else 1)
-        # looked up once: hashing the graph definition costs ~0.7 ms a lookup.
-        # Per-record stages run faster side by side (vmap: per-image scaling and flips ~1.9x on CPU);
-        # a bare gather (vmap's batched gather ~1.25x slower) and batch-level stages
-        # (mixup: compiling side by side took 2.6x as long) one after the other.
+        # vmap only per-record stages: faster side by side; a bare gather and batch-level
+        # stages run one after the other (measured: docs/benchmarks.md)
         self.vectorized = bool(stages) and all_per_record(stages)
         self.grouped = self._grouped_step() if self.group > 1 else None
         self.made: collections.deque[Item] = collections.deque()  # computed, not yet taken
-        # step -> its executable for calls with this pass's constants (kept across passes)
         self.bound: dict[Any, Any] = self.reuse.bound
         # where the last call said the next batch starts: (position, it on the device)
         self.after: tuple[int, Any] | None = (
             None if first is None else (int(first), placed_first))
 
     def _first_position(self) -> Any:
-        """The position of the pass's first call (None: a re-split share's, or past
-        what its dtype holds: the call raises as it would without it)."""
+        """The position of the pass's first call (None: a re-split share, or overflowing)."""
         start = self._next_start()
         if self.resplit is not None or (
                 not jax.config.jax_enable_x64 and start + self.batch_size > _INT32_MAX):
@@ -230,10 +198,8 @@ class IndexedDispatch:
                                  vectorized=self.vectorized, by_position=self.by_position))
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
-        """``(step, arguments)`` of each program this pass will call from where it
-        stands: the full batch (or group), and where batch-level stages need the short
-        last batch at its own size, that one too — so they can be compiled before the
-        first batch is asked for. Empty for a pass of a re-split share."""
+        """``(step, arguments)`` of each program this pass will call (to compile ahead);
+        empty for a re-split share."""
         if self.resplit is not None:
             return []
         args = (self.state, self.inputs, position_dtype()(self.epoch * self.n + self.lo),
@@ -249,12 +215,8 @@ class IndexedDispatch:
     def _timed(self, step: Any, where: Any, span: int | None = None) -> Any:
         """``step`` called at position ``where`` with the pass's constants, timed.
 
-        A step that says where the next batch starts (``span`` records on: the indexed
-        and grouped steps) hands that position back on the device; the pass's next call
-        at that position passes it in again, so no position is copied to the device per
-        batch (~0.17 ms a call on a TPU v5e). After its first call in the pass a step's
-        executable is called directly: every call of a pass has arguments of one
-        signature (the same constants, positions of one dtype): :func:`call_bound`."""
+        A step given ``span`` returns the next position on the device; the next call at
+        that position reuses it, so no position is copied to the device per batch."""
         began = time.perf_counter()
         at, after = where, self.after
         if step in self.bound and span is not None and after is not None and (
@@ -270,8 +232,7 @@ class IndexedDispatch:
         return out
 
     def _grouped_batches(self, start: Any) -> tuple[Batch, ...]:
-        """The next group's batches: side by side, or — where the step cannot be
-        vectorized (``jax.vmap`` raised on its first call) — one after the other."""
+        """The next group's batches: vectorized, or a loop where ``jax.vmap`` raised."""
         span = self.group * self.batch_size
         if self.vectorized and self.grouped not in _CALLED:
             if self.grouped not in _NOT_VECTORIZED:
@@ -290,31 +251,25 @@ class IndexedDispatch:
         return count, batch, count, lambda: self.source.record_indices_at(start, size, None), False
 
     def counted(self, covered: int, count: int) -> None:
-        """A batch of ``count`` records covering ``covered`` positions was handed out
-        (or, past the pass's end, dropped): nothing to count unfiltered."""
+        """Nothing to count unfiltered."""
 
     def finished(self) -> None:
         """The pass has no more batches: nothing to count unfiltered."""
 
     def start(self, depth: int) -> DispatchAhead | None:
-        """A worker preparing the batches ``depth`` dispatches ahead, or None where they
-        are dispatched on the consumer's thread: ``prefetch=0``, text kept on the host
-        (host stages run in Python), or no way to copy the consumer's JAX settings. (The
-        compiled driver asks only where its step runs on a backend of
-        ``driver_compiled.WORKER_BACKENDS``.) The last pass's worker, parked when that
-        pass ended, makes them where it can (no thread started)."""
-        parked = self.reuse.parked()  # the last pass's worker, waiting for this one
+        """A worker preparing batches ``depth`` dispatches ahead (the last pass's parked
+        one where it can), or None: dispatched on the consumer's thread."""
+        parked = self.reuse.parked()
         if self.host_fields:
             if parked is not None:
                 parked.stop()
             return None
-        # depth counts dispatches: a grouped pass keeps ``depth`` groups of batches ahead
         return run_ahead(self.dispatch_some, depth * self.group, parked)
 
     def _placed(self, batch: Batch, at: int) -> Batch:
         if self.plan.check_finite:  # checked on the host first, then placed
             return batch
-        return place_batch(self.plan, self.stats, batch, at, self.epoch)  # queued placed
+        return place_batch(self.plan, self.stats, batch, at, self.epoch)
 
     def dispatch_some(self) -> list[Item] | None:
         """The next batch of the pass, or every batch of its next group; None at the end."""
@@ -334,9 +289,8 @@ class IndexedDispatch:
         start = self._next_start()
         whole = self.group * self.batch_size
         left = self.total - self.dispatched
-        # The pass's last group is the same program, its batches past the end dropped
-        # and a short last batch cut (padded, as one batch alone would be) — so the
-        # tail needs no second program — unless batch-level stages need its exact size.
+        # the last group reuses the grouped program, cut, unless batch-level stages need
+        # the short batch's exact size
         if self.group > 1 and (left >= whole or not (self.exact_short and left % self.batch_size)):
             check_positions(self.epoch, self.n, start + whole)
             batches = self._grouped_batches(position_dtype()(start))
@@ -367,7 +321,6 @@ class IndexedDispatch:
                 exact = True
                 step = runs_step(self.graphdef, tuple(hi - lo for lo, hi in pieces))
                 where = np.asarray([self.epoch * self.n + lo for lo, _ in pieces], dtype)
-        # the step's records: the short batch's own size, else the full batch (padded)
         span = None if pieces and len(pieces) > 1 else count if exact else self.batch_size
         batch = self._timed(step, where, span)
         if count < self.batch_size and not exact:
@@ -387,8 +340,7 @@ class IndexedDispatch:
     def _join_host_fields(
         self, batch: Batch, start: int, count: int, pieces: Any
     ) -> tuple[Batch, np.ndarray]:
-        """The source's host fields added to ``batch`` (run by run for a batch of a re-split share
-        that spans several runs of positions)."""
+        """The source's host fields added to ``batch``, run by run for a re-split share."""
         if not pieces or len(pieces) == 1:
             return self.source.with_host_fields(batch, start, count)
         parts, indices, at = [], [], 0
@@ -407,10 +359,9 @@ def _cut_program(count: int) -> Any:
 
 
 def cut_batch(batch: Batch, count: int) -> Batch:
-    """The first ``count`` records of every field of ``batch`` (a pass's short last batch
-    cut from a full-size result): the fields on an accelerator cut by one compiled call
-    (an eager slice costs ~0.5 ms a field on a TPU v5e's host), the others by
-    :func:`~datarax.core.batch.head_rows` (on the CPU a zero-copy view).
+    """The first ``count`` records of every field of ``batch``: accelerator fields by
+    one compiled call (eager slices cost per field), others by
+    :func:`~datarax.core.batch.head_rows`.
 
     >>> cut_batch({"x": jnp.arange(4), "t": ["a", "b", "c", "d"]}, 2)
     {'t': ['a', 'b'], 'x': Array([0, 1], dtype=int32)}

@@ -1,16 +1,9 @@
 """The compiled driver: a pass's batches computed from positions inside the compiled step.
 
-:class:`CompiledDriver` runs a pass's dispatch (:class:`~datarax.pipeline.dispatch.IndexedDispatch`,
-or a filtered pass's :class:`~datarax.pipeline.filtered.FilteredDispatch`: the filter is
-a variation of the dispatch, not of the driver) ``prefetch`` dispatches ahead. Where
-the step runs on a backend of :data:`WORKER_BACKENDS` (the CPU:
-XLA:CPU runs a cheap program on the thread that dispatches it) a worker thread
-(:mod:`datarax.pipeline.ahead`) dispatches them; elsewhere (a TPU or GPU: every dispatch
-returns before its program ran) the loop's own thread does, keeping ``prefetch``
-dispatched-but-unread batches queued, which overlaps the same work with no hand-off
-between threads (~0.12 ms a batch at batch 1024 on a TPU v5e's host). The source's
-position moves only when a batch is handed out (``advance`` by the positions it
-covers); an error met dispatching ahead is raised by the ``next()`` of its own batch.
+:class:`CompiledDriver` runs a pass's dispatch ``prefetch`` dispatches ahead: on a worker
+thread on :data:`WORKER_BACKENDS` (XLA:CPU runs a cheap program on the dispatching
+thread), elsewhere on the loop's thread (dispatch is asynchronous there). An error met
+dispatching ahead is raised by the ``next()`` of its own batch.
 """
 
 from __future__ import annotations
@@ -28,15 +21,12 @@ from datarax.pipeline.host_pass import check_finite
 from datarax.pipeline.plan import PassContext
 from datarax.typing import Batch
 
-#: backends on which a compiled pass's batches are dispatched ahead by a worker thread
-#: rather than by the loop's thread (see the module)
+#: backends on which a worker thread, not the loop's, dispatches ahead
 WORKER_BACKENDS = frozenset({"cpu"})
 
 
 def step_backend(plan: Any) -> str:
-    """The platform a pipeline's compiled steps run on: the CPU for ``stages_on="host"``,
-    else the default device's (``jax.default_device`` where set, else JAX's default
-    backend's first device: :func:`~datarax.pipeline.devices.default_device`).
+    """The platform a pipeline's compiled steps run on.
 
     >>> from datarax.pipeline.plan import PipelinePlan
     >>> step_backend(PipelinePlan(4, False, 2, False, stages_on="host"))
@@ -46,8 +36,8 @@ def step_backend(plan: Any) -> str:
 
 
 class CompiledDriver(Driver):
-    """The batches of pass ``epoch`` of a compiled source, from where it stands (see
-    :mod:`datarax.pipeline.driver`); filtered where stage ``at`` is a ``FilterOperator``."""
+    """The batches of pass ``epoch`` of a compiled source, from where it stands; filtered
+    where stage ``at`` is a ``FilterOperator``."""
 
     def __init__(self, context: PassContext, epoch: int, at: int | None = None) -> None:
         self.context, self.source, self.plan = context, context.source, context.plan
@@ -58,8 +48,6 @@ class CompiledDriver(Driver):
         self.failed: Exception | None = None  # met dispatching ahead, raised at its batch
         self.dispatch: IndexedDispatch | FilteredDispatch = (
             IndexedDispatch(context, epoch) if at is None else FilteredDispatch(context, epoch, at))
-        # a worker on WORKER_BACKENDS; elsewhere the loop's thread dispatches ahead (start(0):
-        # no worker, the last pass's parked one ends)
         on_worker = step_backend(self.plan) in WORKER_BACKENDS
         self.ahead: DispatchAhead | None = self.dispatch.start(
             self.plan.prefetch if on_worker else 0)
@@ -75,8 +63,7 @@ class CompiledDriver(Driver):
             if self.done or not self._dispatch():  # this batch's own error is raised now
                 return None
         item = queue.popleft()
-        # the next batches dispatched before this one is handed out: their programs run
-        # while the loop trains on it (``prefetch`` dispatches, a group's batches each)
+        # dispatch the next batches before handing this one out: they run while the loop trains
         depth = self.plan.prefetch * self.dispatch.group
         while len(queue) < depth and not self.done and self.failed is None:
             try:

@@ -1,15 +1,9 @@
 """The cursor driver: a pass's batches pulled on the host through a cursor.
 
-:class:`CursorDriver` peeks batches from a cursor (:mod:`datarax.core.cursor`), checks,
-stages and places them (:meth:`~datarax.pipeline.host_pass.HostPass.produce`) and
-commits each one as it hands it out, so the source's position is what was handed out.
-One path, run two ways: on the worker of :mod:`datarax.pipeline.ahead`, ``prefetch``
-batches ahead, where the source opens cursors (``cursor_of``); on the loop's thread,
-one batch when asked, with ``prefetch=0`` or over a source read where it is asked —
-there :class:`DirectReads` is the cursor: the source's ``get_batch_with_indices``
-joined into full batches (a source may return short batches mid-pass), the source
-moving as it serves; a filtered pass's :class:`FilteredReads` keeps of each read what
-its ``FilterOperator`` keeps.
+:class:`CursorDriver` peeks batches from a cursor, prepares them
+(:meth:`~datarax.pipeline.host_pass.HostPass.produce`) and commits each as it hands it
+out: ahead on a worker where the source opens cursors, else on the loop's thread through
+:class:`DirectReads` (or a filtered pass's :class:`FilteredReads`).
 """
 
 from __future__ import annotations
@@ -37,16 +31,14 @@ from datarax.pipeline.plan import PassContext
 from datarax.sources.skip_ledger import skipped_in_epoch
 from datarax.typing import Batch
 
-#: the reads reading each host source on the loop's thread now (both held weakly), and
-#: the lock that makes "still mine? then close" one step against a new pass taking over
+#: the reads reading each host source on the loop's thread now (held weakly)
 _READING: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
 _READING_LOCK = threading.RLock()  # re-entrant: a collection may run inside it
 
 
 class DirectReads:
-    """A cursor over a source read where it is asked: ``peek`` reads (the source moves
-    as it serves), so ``commit`` moves nothing. Only the reads reading the source end
-    its reading on ``release`` (a dropped pass collected late leaves a newer one's)."""
+    """A cursor over a source read where it is asked: ``peek`` reads (the source moves as
+    it serves), ``commit`` moves nothing; ``release`` ends only its own reading."""
 
     current = True  # a source moved from outside is seen by its position
 
@@ -58,8 +50,7 @@ class DirectReads:
             _READING[source] = weakref.ref(self)
 
     def read(self, want: int) -> tuple[Batch, np.ndarray] | None:
-        """Up to ``want`` records from where the source stands (None: the pass is over,
-        and nothing more is asked of it)."""
+        """Up to ``want`` records from where the source stands (None: the pass is over)."""
         if self.done:
             return None
         source = self.source
@@ -116,10 +107,7 @@ class DirectReads:
 
 class FilteredReads(DirectReads):
     """The cursor of a filtered pass over a host source or stream: records read
-    ``batch_size - kept so far`` at a time (never more than can be handed out, so the
-    source's position after a batch is exactly past its last kept record), the
-    predicate run on the numpy records, the kept ones joined. A commit counts the
-    predicate's verdicts on the records the batch covered."""
+    ``batch_size - kept so far`` at a time (see :mod:`datarax.pipeline.filtered`)."""
 
     def __init__(self, context: PassContext, epoch: int) -> None:
         super().__init__(context.source, context.reading)
@@ -162,10 +150,8 @@ class FilteredReads(DirectReads):
 
 
 class CursorDriver(Driver):
-    """The batches of pass ``epoch`` of a cursor-mode source, from where it stands (see
-    the module). Filtered where stage ``at`` is a ``FilterOperator`` (it stands first):
-    the batches of :class:`FilteredReads`, read on the loop's thread, through the
-    stages after it."""
+    """The batches of pass ``epoch`` of a cursor-mode source, from where it stands;
+    filtered (through :class:`FilteredReads`) where stage ``at`` is a ``FilterOperator``."""
 
     def __init__(self, context: PassContext, epoch: int, at: int | None = None) -> None:
         source = self.source = context.source
@@ -200,9 +186,7 @@ class CursorDriver(Driver):
     def next_batch(self) -> tuple[Batch, int]:
         source, cursor = self.source, self.cursor
         if (source.epoch, source.index) != self.expect or not cursor.current:
-            # moved or read from outside (set_state, nnx.update, a direct get_batch):
-            # the batches read ahead belong to the old position
-            raise SourceMoved
+            raise SourceMoved  # moved or read from outside
         try:
             item = self._take()
         except SessionEnded:  # ended under the worker: the source was moved or read
@@ -227,10 +211,7 @@ class CursorDriver(Driver):
 
     def release(self) -> None:
         super().release()
-        # the session this pass opened, and only while it is still open: a dropped
-        # iterator collected late (any thread, any time) never ends the reading of the
-        # pass that took over the source
-        self.cursor.release()
+        self.cursor.release()  # only this pass's session, if still open
 
 
 _KEEP: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

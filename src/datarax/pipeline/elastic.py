@@ -1,23 +1,11 @@
 """Elastic resume: a state saved by N processes restored on M (N != M) mid-epoch.
 
-A state records this process's position in its share of the epoch and the shard
-``[index, count]`` it was taken in. Every process of a run saves at the same step, so
-every share stands at the same position: that is enough to know exactly which epoch
-positions were served. ``Pipeline.set_state`` with a state from another process count
-(for an indexed or random-access source) therefore continues the epoch from what is
-left, split into equal consecutive shares over the new processes (a re-split
-:class:`~datarax.core.share.Share`): no record served twice, none lost (except fewer
-than M at the very end, the usual tail rule). Such an epoch's share is a few runs of
-positions; a batch spanning two runs is gathered by one compiled step
-(:func:`~datarax.pipeline.steps.runs_step`). The next epoch uses the plain block layout
-again. A state taken during a re-split epoch carries its history (``"share"``) so it
-restores exactly on any count again.
-
-Only this module's :func:`restore` knows of it: :func:`datarax.pipeline.state.restore`
-calls it for a state of another process count or of a re-split epoch, never for a
-plain one. Random-access host sources serve such a share through their reader's order
-(``use_share``). Streams restore only on the process count that saved them: they read
-in order, so what is left cannot be re-split.
+Every process saves at the same step, so every share stands at the same position: a
+state of shard ``[index, count]`` tells exactly which positions were served. The rest of
+the epoch is split into equal consecutive shares over the new processes (a re-split
+:class:`~datarax.core.share.Share`): no record twice, none lost (but a tail of fewer than
+M). A state taken in a re-split epoch carries its history (``"share"``). Streams restore
+only on the count that saved them.
 
 Example:
     >>> import numpy as np
@@ -55,14 +43,12 @@ def restore(
     check: Callable[[dict[str, Any]], None],
 ) -> None:
     """Move the source of ``context`` to the start of its share of what is left of the
-    epoch of ``state``, saved in share ``saved`` by another process count or during a
-    re-split epoch. Everything else the state says must match, as for any restore:
-    ``check`` refuses it with this shard (at position 0).
+    epoch of ``state`` (saved in share ``saved``); ``check`` checks the rest of the state.
 
     Raises:
         StateError: a stream, a padded or skipping source, a tampered history, a
-            position past the saved share, a share whose short last batch does not
-            split over this process's devices, or what ``check`` refuses.
+            position past the saved share, a short last batch that does not split over
+            this process's devices, or what ``check`` refuses.
     """
     source, reading = context.source, context.reading
     index, count = source.shard.index, source.shard.count
@@ -96,7 +82,7 @@ def restore(
     share = Share(index, count, epoch=epoch, history=(*history, (saved.count, position)))
     size = share.size(n)
     _check_placement(context, epoch, size)
-    empty = not size  # nothing of that epoch is left for anyone: an empty pass
+    empty = not size
     context.session.resplit_share = None if empty else share
     if not reading.compiled:  # its reader serves the share
         source.use_share(None if empty else share)  # type: ignore[attr-defined]
@@ -104,10 +90,8 @@ def restore(
 
 
 def refuse_other_share(context: PassContext, where: str, fix: str) -> None:
-    """Refuse (``where`` and ``fix`` named) a state saved in another share where the
-    source's position cannot say where this share stands: a source that skips bad
-    records (each share's position counts its own skips), or one whose position is its
-    own share's (a stream, a host source without ``use_share``: read in order)."""
+    """Refuse a state of another share where the source's position cannot say where this
+    share stands (a skipping source, or one that cannot re-share)."""
     source, reading = context.source, context.reading
     skipping = skipping_setting(source)
     if skipping:
@@ -150,8 +134,7 @@ def _history(state: dict[str, Any], where: str) -> tuple[Run, ...]:
 
 
 def _check_placement(context: PassContext, epoch: int, size: int) -> None:
-    """Refuse a re-split share whose short last batch would not split over this
-    process's devices (``sharding=`` without ``drop_remainder``), before it is served."""
+    """Refuse a re-split share whose short last batch would not split over the devices."""
     plan = context.plan
     short = size % plan.batch_size
     if plan.placement is None or plan.drop_remainder or not short:

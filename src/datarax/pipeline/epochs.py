@@ -1,14 +1,8 @@
 """Transformations of a pipeline's passes: ``take``, ``repeat`` (and ``Rebatch``).
 
-Each is a node over a parent (the pipeline) that serves the parent's own passes
-(``iter(pipeline)``), so a shuffled source still changes its order every epoch and
-per-record keys still fold in the epoch. A node's state nests its parent's, as
-Grain's dataset iterators do: ``{**its own counts, "parent": parent.get_state()}``, and
-``set_state`` checks its own counts and hands ``"parent"`` down — so a resume is exact
-and the state stays small. ``skip`` needs no node: it moves the pass's position.
-
-States saved by earlier datarax releases, before the nesting (the parent's state under
-``"pipeline"``, of state version 3 or earlier), are refused (:func:`nested_state`).
+Each is a node serving its parent's own passes, so shuffles and per-record keys still
+change every epoch. A node's state nests its parent's, as Grain's dataset iterators do:
+``{**its own counts, "parent": parent.get_state()}``.
 
 Example:
     >>> from datarax.pipeline import Pipeline
@@ -33,9 +27,8 @@ from datarax.typing import Batch
 
 
 def nested_state(state: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    """``state`` of the transformation ``where`` (its own ``keys`` and ``"parent"``),
-    refused unless it has them, naming an earlier release's (the parent's state under
-    ``"pipeline"``).
+    """``state`` of the transformation ``where``, refused unless it has its ``keys`` and
+    ``"parent"`` (naming an earlier release's state).
 
     >>> nested_state({"epochs_left": 1, "parent": {}}, "Repeat", ("epochs_left",))
     {'epochs_left': 1, 'parent': {}}
@@ -63,21 +56,17 @@ def length_of(thing: Any, what: str) -> int:
 
 
 def next_pass_batches(pipeline: Any, context: Any, what: str) -> int:
-    """Batches the next ``iter(pipeline)`` serves (``context``: its pass context),
-    counted as ``len()`` of its iterator counts them: the rest of a pass a restore left,
-    else a whole epoch. ``TypeError`` (naming ``what``) when the pipeline's length is
-    unknown (a filter, a stream)."""
+    """Batches the next ``iter(pipeline)`` serves; ``TypeError`` (naming ``what``) when
+    the length is unknown."""
     length_of(pipeline, what)
     epoch, at = context.session.next_pass(context.source)
     return context.batches_left(epoch, at or 0)
 
 
 class Transformation:
-    """A node over ``parent`` whose state nests the parent's (see the module):
-    subclasses give their own counts (:meth:`own_state`) and take them back
-    (:meth:`restore_own`, after the parent is restored)."""
+    """A node over ``parent`` whose state nests the parent's; subclasses give their own
+    counts (:meth:`own_state`) and take them back (:meth:`restore_own`)."""
 
-    #: the keys of its own counts in a state (the first named in a refusal)
     KEYS: tuple[str, ...] = ()
 
     def __init__(self, parent: Any) -> None:
@@ -98,8 +87,7 @@ class Transformation:
         raise NotImplementedError
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """``copy.deepcopy`` / ``pickle``: the same node over a copy of its parent (a
-        pipeline's copy continues at its position), at the same counts."""
+        """``copy.deepcopy`` / ``pickle``: the same node over a copy of its parent."""
         return (_remade, (type(self), self.parent, self.own_state()))
 
     def described_parent(self) -> str:
@@ -123,7 +111,7 @@ class Transformation:
 
 
 def _remade(kind: type[Transformation], parent: Any, own: dict[str, Any]) -> Any:
-    """A ``kind`` node over ``parent`` at the counts ``own`` (an unpickled or copied one)."""
+    """A ``kind`` node over ``parent`` at the counts ``own``."""
     node = kind.over(parent, own)
     node.restore_own(own)
     return node
@@ -132,10 +120,8 @@ def _remade(kind: type[Transformation], parent: Any, own: dict[str, Any]) -> Any
 class Take(Transformation):
     """At most ``batches`` batches of the pipeline's next pass (see ``Pipeline.take``).
 
-    Its state is the count asked for (``take``), the batches left (``take_left``) and
-    the pipeline's (``parent``). A take that served its batches leaves the rest of its
-    pass unserved, as a ``break`` does: restored from a state taken then (``take_left``
-    0), the next ``for batch in pipeline`` starts the next epoch, as without the restore.
+    A take that served its batches leaves the rest of its pass unserved, as a ``break``
+    does, after a restore too.
     """
 
     KEYS = ("take_left", "take")
@@ -164,16 +150,13 @@ class Take(Transformation):
         try:
             batch = next(self._iterator)
         except StopIteration:
-            self._left = 0  # the pass ended first: a state taken now resumes to the end
+            self._left = 0
             raise
         self._left -= 1
         return batch
 
     def __len__(self) -> int:
-        """Batches it still serves: the batches left of its count, or fewer when the
-        pass holds fewer (from where the pipeline stands, as ``len(iter(pipeline))``
-        counts). ``TypeError`` when the pass's length is unknown (a ``FilterOperator``
-        stage, a stream)."""
+        """Batches it still serves; ``TypeError`` when the pass's length is unknown."""
         if self._left <= 0:
             return 0
         what = f"pipeline.take({self._count})"
@@ -207,14 +190,13 @@ class Take(Transformation):
 
     def restore_own(self, state: dict[str, Any]) -> None:
         self._left, self._iterator = int(state["take_left"]), None
-        if self._count and not self._left:  # it served its batches: the rest of its pass
-            self._context.session.stop_here(self.parent.source)  # stays unserved
+        if self._count and not self._left:  # the rest of its pass stays unserved
+            self._context.session.stop_here(self.parent.source)
 
 
 class EmptyPasses:
-    """Passes that served nothing, counted in a row by a loop over passes (``what``:
-    ``"repeat()"``, ``"step()"``, ``"peek()"``): the second ends it with
-    ``StopIteration`` rather than let it loop without end.
+    """Empty passes in a row of a loop over passes (``what``): the second raises
+    ``StopIteration`` rather than loop without end.
 
     >>> empties = EmptyPasses(object(), "repeat()")
     >>> empties.ended(True); empties.ended(False); empties.ended(True); empties.ended(True)
@@ -227,8 +209,7 @@ class EmptyPasses:
         self.source, self.what, self.count = source, what, 0
 
     def ended(self, empty: bool) -> None:
-        """A pass ended; ``empty``: it counts as empty (a pass begun at its epoch's start,
-        not the rest of a restored one, that served nothing)."""
+        """A pass ended; ``empty``: a whole pass (not a restored rest) that served nothing."""
         self.count = self.count + 1 if empty else 0
         if self.count >= 2:
             raise StopIteration(
@@ -238,8 +219,7 @@ class EmptyPasses:
 
 class Repeat(Transformation):
     """The batches of ``epochs`` passes in a row (``None``: without end); see
-    ``Pipeline.repeat`` and ``Rebatch.repeat``. Its state is the passes still to serve
-    (``epochs_left``) and the parent's (``parent``): a pipeline's or a Rebatch's."""
+    ``Pipeline.repeat`` and ``Rebatch.repeat``."""
 
     KEYS = ("epochs_left",)
 
@@ -247,7 +227,7 @@ class Repeat(Transformation):
         super().__init__(parent)
         self._left = None if epochs is None else check_count(
             epochs, "Pipeline.repeat", 0, " (or None: without end)")
-        self._epochs = self._left  # its setting: the passes it was built to serve
+        self._epochs = self._left
         self._context = context  # the pipeline's PassContext (None over a Rebatch)
         self._iterator: Any = None
         self._served = False  # the current pass handed out a batch
@@ -262,7 +242,7 @@ class Repeat(Transformation):
         return f"repeat({self._epochs}) of {self.described_parent()}: {left}"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """A copy is built with the same setting (``repeat``), at the same passes left."""
+        """A copy has the same setting and passes left."""
         return (_remade, (type(self), self.parent, {**self.own_state(), "repeat": self._epochs}))
 
     def __iter__(self) -> Repeat:
@@ -273,7 +253,6 @@ class Repeat(Transformation):
         while self._left is None or self._left > 0:
             if self._iterator is None:
                 self._iterator, self._served = iter(self.parent), False
-                # a pass begun at its epoch's start (not the rest of a restored one)
                 self._whole = self.parent.position == 0
             try:
                 batch = next(self._iterator)
@@ -287,9 +266,7 @@ class Repeat(Transformation):
         raise StopIteration
 
     def __len__(self) -> int:
-        """Batches it still serves: the rest of the current (or next) pass and
-        ``len(parent)`` for each pass after it. ``TypeError`` when that is unknown:
-        ``repeat(None)``, a ``FilterOperator`` stage, a stream."""
+        """Batches it still serves; ``TypeError`` when unknown (``repeat(None)`` too)."""
         what = f"repeat({self._left})"
         if self._left is None:
             raise TypeError("len(repeat(None)) is unknown: it repeats without end.")
@@ -318,9 +295,7 @@ class Repeat(Transformation):
         return {"epochs_left": self._left}
 
     def check_own(self, state: dict[str, Any]) -> None:
-        """Refuse passes left that its setting cannot have saved: a count over a
-        ``repeat(None)``, ``None`` (without end) or more passes than it serves over a
-        ``repeat(n)``."""
+        """Refuse passes left that its setting cannot have saved."""
         left = saved_count(state, "epochs_left", "Repeat", allow_none=True)
         if left == self._epochs or (left is not None and self._epochs is not None
                                     and left <= self._epochs):

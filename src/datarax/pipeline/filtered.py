@@ -1,27 +1,12 @@
 """A pass of a Pipeline whose stages hold a ``FilterOperator``: full batches of kept records.
 
-The source's position stays what it always is, records of the epoch the consumer has
-been handed — read here as *the epoch position just after the last kept record handed
-out*. Nothing kept but not yet handed out is held in a state: those records lie past
-the position and are computed again after a restore, so the state stays
-``{epoch, position}`` and a resume is exact.
-
-* indexed sources — :func:`~datarax.pipeline.filtered_step.filtered_step`, one compiled program: from a position it
-  reads chunks of ``batch_size`` records (chunk starts aligned to multiples of the batch
-  size, so the chunks, and every batch key, are the same from wherever a pass starts),
-  runs the stages before the filter and the predicate, and packs the kept records into
-  ``group`` full batches, returning where each batch ends in the epoch. The stages
-  after the filter run over the packed batches (in the same program when every one of
-  them works record by record; otherwise over exactly each batch's records).
-  :class:`FilteredDispatch` is the dispatch the
-  :class:`~datarax.pipeline.driver_compiled.CompiledDriver` hands them out from.
-* host sources and streams — the filter must be the first stage: records are read
-  ``batch_size - kept so far`` at a time (never more than can be handed out, so the
-  source's position after a batch is exactly past its last kept record), the
-  predicate runs on the numpy records (in Python with ``on_host=True`` or for text,
-  compiled otherwise), and the kept ones are joined into a batch for the later stages:
-  :class:`~datarax.pipeline.driver_cursor.FilteredReads` is the cursor the
-  :class:`~datarax.pipeline.driver_cursor.CursorDriver` reads on the loop's thread.
+The position is the epoch position just after the last kept record handed out, so the
+state stays ``{epoch, position}`` and a resume is exact (docs/filtering.md, "Resume").
+Indexed sources: :class:`FilteredDispatch` runs
+:func:`~datarax.pipeline.filtered_step.filtered_step`, packing kept records into full
+batches in one compiled program. Host sources and streams (the filter first):
+:class:`~datarax.pipeline.driver_cursor.FilteredReads` reads ``batch_size - kept`` records
+at a time, so the position after a batch is exactly past its last kept record.
 """
 
 from __future__ import annotations
@@ -54,10 +39,8 @@ from datarax.typing import Batch
 
 def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
                  plan: PipelinePlan | None = None) -> None:
-    """Refuse, at build time, what a filtered pipeline cannot run (naming the stage).
-
-    ``spec_after(stages)`` is the per-record spec after ``stages`` (abstract).
-    """
+    """Refuse, at build time, what a filtered pipeline cannot run (naming the stage);
+    ``spec_after(stages)``: the per-record spec after ``stages``."""
     filt: RecordFilter = stages[at]
     where = f"Pipeline stage {at}"
     split = plan.placement.local_split if plan is not None and plan.placement else 1
@@ -107,9 +90,8 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
 
 
 def probe_python_predicate(filt: RecordFilter, spec: Any, where: str) -> None:
-    """Call a predicate that runs in Python once, on a record of zeros and empty strings
-    shaped like the source's, and refuse it now when it does not return one boolean. A
-    predicate that fails on such a record is left to the checks on each real record."""
+    """Call a Python predicate once on a record of zeros shaped like the source's, and
+    refuse it now unless it returns one boolean (a failure is left to the real records)."""
     def zeros(s: Any) -> Any:
         if isinstance(s, TextSpec):
             if s.shape:
@@ -155,8 +137,6 @@ class FilteredDispatch:
             [passed] * at + [filtered] + post
         )
         self.graphdef, state = nnx.split((source, stages))
-        # placed and reused as an unfiltered pass's; the inputs are this epoch's (the step
-        # keeps only this epoch's positions: it masks those past `end`)
         self.reuse = reuse = context.session.pass_reuse
         self.inputs, self.state, self.key, self.epoch_arg = pass_arguments(
             context, epoch, self.graphdef, state, np.int32(epoch))
@@ -164,8 +144,7 @@ class FilteredDispatch:
         lo = source.shard.bounds(self.n)[0]
         self.base = epoch * self.n + lo
         self.total = source.epoch_size() or 0
-        # no batch holds more than the epoch's records: a batch_size past them reads
-        # and packs chunks of the records alone (as the unfiltered dispatch computes)
+        # a batch_size past the epoch's records packs chunks of the records alone
         self.batch_size = min(self.batch_size, max(self.total, 1))
         self.position = source.index
         long_pass = self.total - self.position >= GROUP_MIN_BATCHES * self.batch_size
@@ -177,14 +156,12 @@ class FilteredDispatch:
             ("filtered", self.batch_size, self.group, at, self.fuse, read_spec, by_position),
             lambda: filtered_step(self.graphdef, self.batch_size, self.group, at, self.fuse,
                                   read_spec, by_position))
-        # the stages after the filter where they run apart (batch-level), looked up once too
         self.post_step = None if self.post_graph is None else stage_step(self.post_graph[0])
-        self.wide = position_dtype()  # the positions' dtype, one for every call of the pass
+        self.wide = position_dtype()
         check_positions(epoch, self.n, self.base + self.total + self.batch_size)
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
-        """``(step, arguments)`` of the compiled programs a full group runs: the filtered
-        step, and the stages after the filter where they run apart (batch-level ones)."""
+        """``(step, arguments)`` of the compiled programs a full group runs."""
         step, args = self._filtered_program()
         if self.post_graph is None:
             return [(step, args)]
@@ -251,9 +228,7 @@ class FilteredDispatch:
 
 
 def refuse_resplit(context: PassContext, epoch: int) -> None:
-    """Refuse a filtered pass of an epoch that a restore of a state saved on another
-    number of processes re-split: each process kept records up to its own position, so
-    what is left of the epoch is not known from one process's state."""
+    """Refuse a filtered pass of a re-split epoch (what is left is not known)."""
     resplit = context.resplit(epoch)
     if resplit is None:
         return

@@ -33,14 +33,10 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                   read_spec: Any = None, by_position: bool = False) -> Any:
     """Compiled ``(state, inputs, begin, end, base, epoch, key) -> (batches, indices,
     kept, ends)``: the next ``group`` batches of kept records from epoch position
-    ``begin`` (records ``[begin, end)`` of the shard, which starts at global position
-    ``base``). ``kept`` counts the records packed (fewer than ``group * batch_size``
-    only where the pass ends); ``ends[k]`` is the epoch position after batch ``k``'s last
-    record. With ``fuse`` the stages after the filter run here too. ``read_spec``
-    (:func:`spec_key` of the source's records, for a filter standing first) spares
-    tracing the read a second time for the packing buffer's shapes. ``by_position``: the
-    source's records depend on their positions alone (the plan's
-    ``reading.reads_by_position``). Built once per graph definition and shape."""
+    ``begin`` (of ``[begin, end)``; the shard starts at global ``base``). ``ends[k]``:
+    the epoch position after batch ``k``'s last record. ``fuse``: the stages after the
+    filter run here too. ``read_spec``: :func:`spec_key` of the records, sparing a second
+    trace of the read."""
     rows = group * batch_size
 
     def step(state: Any, inputs: Any, begin: Any, end: Any, base: Any, epoch: Any,
@@ -93,9 +89,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             return values, mask
 
         if at == 0 and by_position:
-            # Records are functions of their positions alone: pack the kept positions
-            # (the loop reads only what the predicate uses; XLA drops the rest of each
-            # chunk's read), then read just those records, one gather.
+            # pack the kept positions, then read just those records in one gather
             def body(carry: Any) -> Any:
                 p, kept, buffer = carry
                 _, mask = checked_chunk(p)
@@ -125,8 +119,7 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
                 lambda s: lax.full((rows + batch_size, *s.shape[1:]), 0, s.dtype), shapes)
             _, kept, buffer = lax.while_loop(more, body, (first, np.int32(0), empty))
             data, indices, pos = jax.tree.map(lambda v: lax.slice_in_dim(v, 0, rows), buffer)
-        # lax rather than jnp operators throughout: each jnp one is a jitted wrapper,
-        # traced on its first use in a process and lowered as one more nested function
+        # lax, not jnp: each jnp operator is one more jitted wrapper to trace and lower
         full = lax.ge(_spread(kept, group), np.arange(1, group + 1, dtype=np.int32) * batch_size)
         last = lax.add(lax.slice(pos, (batch_size - 1,), (rows,), (batch_size,)),
                        np.asarray(1, pos.dtype))
@@ -149,13 +142,9 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
 
 
 def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[Any, Any]:
-    """``buffer`` (``rows + len(mask)`` rows) with the ``values`` of the chunk at epoch
-    position ``p`` that ``mask`` keeps written from row ``kept`` on, in their order
-    (``values`` None: their positions), and how many were kept. The rows after them
-    hold the others (past ``kept`` when the loop ends: never handed out). One stable
-    sort of the mask with the positions and one slice update per leaf: XLA compiles
-    these to fewer kernels than a running sum (a tree of reduce-windows on XLA's CPU
-    backend) and a scatter, which compiled the step 13% slower."""
+    """``buffer`` with the ``values`` (None: positions) of the chunk at ``p`` that ``mask``
+    keeps written from row ``kept`` on, in order, and how many were kept. A stable sort
+    and slice updates compile to fewer kernels than a running sum and a scatter."""
     n = mask.shape[0]
     dropped, pos = lax.sort((lax.bitwise_not(mask), _positions(p, n)), num_keys=1,
                             is_stable=True)

@@ -1,13 +1,9 @@
 """Fused data + train steps: ``Pipeline.scan`` runs k of them as one compiled program.
 
-For an indexed source a batch is a pure function of (global position, epoch, key)
-(:func:`~datarax.pipeline.steps.indexed_batch`), so the batches of k steps need no
-host at all: the host computes the k positions (crossing epoch ends by the same rule
-as iteration), and one compiled program (a ``jax.lax.scan`` in a ``jax.jit``, cached
-as :mod:`datarax.core.step_cache` caches steps) runs over them, each step gathering its
-batch, running the stages and calling ``train_step(*modules, batch)``.
-The source's position then moves past the k batches, so a state taken after any
-chunk resumes exactly: the batches are those a Python loop over the pipeline serves.
+For an indexed source a batch is a pure function of (global position, epoch, key), so
+the host computes k positions and one ``jax.lax.scan`` program gathers each batch, runs
+the stages and calls ``train_step(*modules, batch)``. The batches are those a Python loop
+serves, and the position moves past them.
 
 Example:
     >>> import numpy as np
@@ -47,14 +43,12 @@ from datarax.pipeline.dispatch import check_positions, position_dtype
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
 
-# The lengths each program was called with in this process: a first call of a length
-# traces and compiles, and stats() counts it as "compile", the calls after it as "step".
+# the lengths each program was called with (a first call counts as "compile")
 _CALLED: weakref.WeakKeyDictionary[Any, set[int]] = weakref.WeakKeyDictionary()
 
 
 def check_scan(context: PassContext, length: Any) -> int:
-    """Refuse what ``Pipeline.scan`` cannot run, before anything moves; ``length`` as an
-    int (a NumPy integer taken as the same int)."""
+    """Refuse what ``Pipeline.scan`` cannot run, before anything moves; ``length`` as an int."""
     source = context.source
     length = check_count(length, "Pipeline.scan length", 1)
     refuse_declared_64bit(source)
@@ -100,16 +94,15 @@ def check_scan(context: PassContext, length: Any) -> int:
 def scan_pipeline(
     context: PassContext, train_step: Callable[..., Any], length: Any, modules: Any
 ) -> Any:
-    """``Pipeline.scan``: from the live pass where it stands, else from the next pass.
-    A scan that raises (its train step, compiling) moves nothing: the next ``step()``,
-    loop or scan continues the pass it would have continued."""
+    """``Pipeline.scan``: from the live pass where it stands, else from the next pass;
+    a scan that raises moves nothing."""
     session, source = context.session, context.source
-    length = check_scan(context, length)  # a NumPy int as the same int
+    length = check_scan(context, length)
     modules = tuple(modules) if isinstance(modules, (tuple, list)) else (modules,)
     check_train_step(train_step, modules)
     live = session.live_iterator()
     continued = live is not None and not live.exhausted
-    if continued:  # continue the live pass
+    if continued:
         epoch, resume_at = source.epoch, source.index
     else:
         epoch, resume_at = session.next_pass(source)
@@ -180,12 +173,8 @@ def scan_program(
     modules_def: Any, data_def: Any,
 ) -> Any:
     """The compiled ``(module state, data state, inputs, starts, epochs, key) -> (module
-    state, outputs)``, cached as :mod:`datarax.core.step_cache` caches steps: under the
-    graph definitions of the modules and of (source, stages), the step function, the batch
-    size and the placement. A plain ``jax.jit`` over split states: the data's state goes
-    in only (nothing of it comes back placed on the mesh to change the next call's input
-    types), the modules' state comes back with the shardings it went in with, so a second
-    call of the same length runs the compiled program again."""
+    state, outputs)``, cached by graph definitions, step, batch size and placement. The
+    data's state goes in only, so a second call keeps the input types of the first."""
 
     def build() -> Any:
         def run(modules_state: Any, data_state: Any, inputs: Any, starts: Any, epochs: Any,
@@ -214,9 +203,8 @@ def scan_program(
 
 
 def _on_mesh(state: Any, placement: Any) -> Any:
-    """The modules' ``state`` with every value not yet on the placement's mesh put there
-    replicated, where the program's outputs would place it: a second call then has the
-    input types of the first."""
+    """The modules' ``state`` put replicated on the placement's mesh where not yet there
+    (so a second call has the input types of the first)."""
     mesh = placement.sharding.mesh
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
@@ -230,8 +218,7 @@ def _on_mesh(state: Any, placement: Any) -> Any:
 
 
 def _as_they_were(new: Any, old: Any) -> Any:
-    """``new`` arrays on the devices (sharding) of the ``old`` ones they replace, where a
-    compiled program placed them otherwise (on a mesh, for an input on one device)."""
+    """``new`` arrays on the shardings of the ``old`` ones they replace."""
 
     def keep(value: Any, before: Any) -> Any:
         if isinstance(value, jax.Array) and isinstance(before, jax.Array):

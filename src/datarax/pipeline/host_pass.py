@@ -1,14 +1,9 @@
 """One pass of a host source: read → check → stages → placement, here or read ahead.
 
-A host source (ArrayRecord files, a TFDS ``data_source``, a stream) hands out numpy
-batches; :class:`HostPass` turns each into what the pipeline yields: checked against
-``element_spec()``, run through the compiled stages
-(:func:`~datarax.pipeline.steps.stage_step`), checked for NaN/inf when asked, and put on
-the device or the mesh. :meth:`HostPass.produce` reads them through a cursor
-(:mod:`datarax.core.cursor`: peeked, then committed by the consumer as it hands each
-out, so the source's position is always what was handed out), on the worker of
-:mod:`datarax.pipeline.ahead` or on the loop's thread: the cursor driver
-(:mod:`datarax.pipeline.driver_cursor`) runs it either way.
+:class:`HostPass` turns a host source's NumPy batches into what the pipeline yields:
+checked against ``element_spec()``, staged, checked for NaN/inf when asked, and placed.
+:meth:`HostPass.produce` reads them through a cursor (peeked, then committed by the
+consumer as it hands each out).
 """
 
 from __future__ import annotations
@@ -46,12 +41,10 @@ from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import pass_constants, stage_step
 from datarax.typing import Batch
 
-#: what the read-ahead worker hands over: (position after the batch, the batch, or None
-#: for a short last batch that drop_remainder drops)
+#: (position after the batch, the batch or None where drop_remainder drops it)
 AheadItem = tuple[int, Batch | None]
-#: the read-ahead worker takes the batches its source has ready (read and decoded) in
-#: one go, at most this many and this many bytes of records: their device copies are
-#: made by one call (on the CPU ~40 us a batch less), and the worker wakes once for them
+#: batches ready at the source are taken in one go, up to these limits: one device copy
+#: call and one wake-up for them
 AHEAD_GROUP_BATCHES = 16
 AHEAD_GROUP_BYTES = 16 << 20
 
@@ -65,17 +58,14 @@ def padded_rows(array: Any, size: int) -> np.ndarray:
 
 
 def padded_size(batch_size: int, source: Any) -> int:
-    """The rows a short batch of ``source`` is padded to: ``batch_size``, or the records
-    of an epoch where fewer (no batch holds more: ``batch_size=10**6`` over 10 records
-    pads no row it would only cut off)."""
+    """The rows a short batch of ``source`` is padded to: ``batch_size``, or an epoch's
+    records where fewer."""
     size = source.epoch_size()
     return batch_size if size is None else min(batch_size, max(size, 1))
 
 
 def text_as_lists(batch: Batch, spec: Any) -> Batch:
-    """``batch`` (checked against ``spec``) with each text field as batches carry text
-    (:func:`text_as_list`); which fields are text is read from the spec, not asked of
-    the values.
+    """``batch`` with the ``spec``'s text fields as lists (:func:`text_as_list`).
 
     Example:
         >>> spec = {"word": TextSpec(), "x": jax.ShapeDtypeStruct((), np.int64)}
@@ -87,8 +77,7 @@ def text_as_lists(batch: Batch, spec: Any) -> Batch:
 
 
 def number_arrays(batch: Batch) -> bool:
-    """Whether ``batch`` is a flat dict of NumPy arrays of numbers (no host leaf, no
-    nesting): its device copy is a copy of each field.
+    """Whether ``batch`` is a flat dict of NumPy arrays of numbers.
 
     >>> number_arrays({"x": np.zeros(2)}), number_arrays({"w": np.array(["a"])})
     (True, False)
@@ -98,8 +87,7 @@ def number_arrays(batch: Batch) -> bool:
 
 
 def has_host_leaves(batch: Batch, spec: Any) -> bool:
-    """Whether ``batch``, checked against ``spec``, has host leaves: the spec's text
-    fields (the fact decided once, with the spec), or a field its source gave as a list.
+    """Whether ``batch`` has host leaves: text fields in ``spec``, or a list field.
 
     >>> has_host_leaves({"x": np.arange(2)}, {"x": jax.ShapeDtypeStruct((), np.int64)})
     False
@@ -109,10 +97,8 @@ def has_host_leaves(batch: Batch, spec: Any) -> bool:
 
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int,
                  filtered: bool = False) -> None:
-    """Raise naming the first record of ``batch`` (epoch position ``at`` onwards) that
-    holds NaN or inf; ``stable()`` gives the batch's stable record indices. A
-    ``filtered`` batch's rows are the kept records read from ``at`` on (their epoch
-    positions are not ``at + row``): the record is named by its stable index and row."""
+    """Raise naming the first record of ``batch`` (from epoch position ``at``) holding NaN
+    or inf; ``stable()`` gives stable indices (``filtered``: rows are not ``at + row``)."""
     found = first_nonfinite(batch)
     if found is None:
         return
@@ -121,7 +107,7 @@ def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any
     where = (f"the record with stable index {index} (row {row} of a filtered batch read "
              f"from position {at} of epoch {epoch} on)" if filtered else
              f"the record at position {at + row} of epoch {epoch} (stable index {index})")
-    # (imported here, on the error's path: importing a Pipeline loads no reader threads)
+    # imported on the error's path only
     from datarax.sources.random_access import RandomAccessSource
     from datarax.sources.skip_ledger import record_place
 
@@ -147,12 +133,10 @@ class HostPass:
         self.stats = context.stats
         self.epoch = epoch
         self.batch_size = self.plan.batch_size
-        # rows a short batch is padded to; a stream (length unknown): its largest batch
-        # so far this pass (a stream shorter than batch_size pads none past its records)
+        # rows a short batch is padded to; a stream: its largest batch so far this pass
         self.sized = self.source.epoch_size() is not None
         self.padded = padded_size(self.batch_size, self.source) if self.sized else 0
         self.filtered = filtered  # the batches hold a FilterOperator's kept records
-        # stable indices may pass 2**32: the steps take both words of each (core/keys)
         self.wide = wide_stable_indices(self.source)
         self._stage_graph: tuple[Any, Any, Any] | None = None
         self._spec: Any = None  # the spec array_fields was read from, and its fields
@@ -160,13 +144,12 @@ class HostPass:
 
     def _checked(self, batch: Batch, indices: Any, position: int) -> tuple[Batch, bool]:
         """``batch`` checked, staged, checked for NaN/inf and placed on the mesh; True
-        where it still needs its device copy (no stages, no ``sharding=``)."""
+        where it still needs its device copy."""
         source = self.source
         spec = checked_spec(source)
         if spec is not self._spec:  # (read once a pass; again only if x64 is switched)
             self._spec, self._fields = spec, array_fields(spec)
         with self.stats.timer("validate"):
-            # a flat batch of exactly the spec's arrays passes as the full check passes it
             plain = checked_batch(
                 batch, spec, self._fields, self.batch_size,
                 where=f"{type(source).__name__} batch at record {position} of epoch {self.epoch}")
@@ -179,12 +162,11 @@ class HostPass:
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
             check_finite(source, self.epoch, batch, lambda: indices, position, self.filtered)
         if self.plan.placement is not None or (stages and self.plan.stages_on == "host"):
-            # straight from host memory onto the mesh; or staged on the CPU: to the device
             return place_batch(self.plan, self.stats, batch, position, self.epoch), False
         return batch, not stages
 
     def _to_device(self, batches: list[Batch]) -> list[Batch]:
-        """The device copies of ``batches`` (host leaves, text, stay), made by one call."""
+        """The device copies of ``batches`` (host leaves stay), made by one call."""
         with self.stats.timer("transfer"):
             if all(map(number_arrays, batches)):  # no host leaf: each field is copied
                 placed = iter(owned_device_put_all([b[k] for b in batches for k in sorted(b)]))
@@ -219,9 +201,7 @@ class HostPass:
         if not self.sized:
             self.padded = max(self.padded, count)
         if 0 < count < self.padded and all_per_record(stages):
-            # A short batch runs padded (its last record repeated) and is cut after, so
-            # one compiled step serves every batch of the epoch; per-record stages give
-            # each record the same values whatever the rows beside it.
+            # a short batch runs padded and is cut after: one compiled step per epoch
             batch = jax.tree.map(lambda v: padded_rows(v, self.padded), batch)
             indices = padded_rows(indices, self.padded)
             out = stage_step(graphdef)(state, batch, self._step_indices(indices), epoch, key)
@@ -235,14 +215,10 @@ class HostPass:
     # ------------------------------------------------------------------ batches
     def produce(self, cursor: ReadAheadCursor,
                 group: bool = True) -> Callable[[], list[AheadItem] | None]:
-        """A ``produce`` for the read-ahead worker (or the loop's thread): the next
-        batch peeked from ``cursor`` (see :mod:`datarax.core.cursor`) and prepared —
-        and, with ``group`` where the cursor says they are ready (``cursor.ready``), the
-        batches after it, up to ``AHEAD_GROUP_BATCHES`` of ``AHEAD_GROUP_BYTES`` in all,
-        their device copies made by one call (not after the pass's first batch, which the
-        loop waits for); None after the pass's last one. An error
-        after the first batch of a group is raised by the next call, after the batches
-        before it were handed over."""
+        """A ``produce`` for the read-ahead worker (or the loop's thread): the next batch
+        peeked from ``cursor`` and prepared, with ``group`` the ready batches after it
+        too (not after the pass's first); None at the end. An error after a group's
+        first batch is raised by the next call."""
         position = self.source.index
         held: list[BaseException] = []  # an error met after a group's first batch
         limit = 0  # batches of a group: set when the cursor first says more are ready

@@ -1,14 +1,8 @@
 """``PipelineIterator``: one pass of a Pipeline over its source.
 
-The iterator never keeps a copy of the position: the source owns it. The iterator
-asks the source to ``seek`` at the start of a pass, reports records handed out
-(``advance``, indexed sources) or lets a host source advance itself as it serves, and
-reads the position back for ``get_state()``. Its batches come from one driver, chosen
-from the plan's read mode (:mod:`datarax.core.reading`, decided when the pipeline was
-built) and its ``FilterOperator`` (:func:`open_driver`; the drivers:
-:mod:`datarax.pipeline.driver`); the epoch-end rule, a failed batch's rewind, padding,
-``len()`` and the state live here, once for both. With ``sharding=`` every batch is
-placed on the mesh as it is prepared, see :mod:`datarax.pipeline.devices`.
+The source owns the position; the iterator never copies it. Batches come from one
+driver (:func:`open_driver`); the epoch-end rule, a failed batch's rewind, padding,
+``len()`` and the state live here, once for every driver.
 """
 
 from __future__ import annotations
@@ -37,17 +31,16 @@ from datarax.pipeline.state import get_state, restore
 from datarax.typing import Batch
 
 
-#: where a source stood before a batch: (epoch, index, its ``skip_state()`` or None)
+#: (epoch, index, ``skip_state()`` or None) before a batch
 BatchStart = tuple[int, int, Any]
 
 
 def open_driver(context: PassContext, epoch: int, at: int | None) -> Driver:
-    """The driver of pass ``epoch`` from where the source stands: compiled or cursor
-    (the plan's read mode), filtered where stage ``at`` is a ``FilterOperator``."""
+    """The driver of pass ``epoch``: compiled or cursor, filtered where stage ``at`` is a
+    ``FilterOperator``."""
     if context.reading.compiled:
         return CompiledDriver(context, epoch, at)
-    # imported here: a pipeline over an indexed source never loads the host read path
-    # (its reader, bad-record ledger and decode checks)
+    # imported here: an indexed pipeline never loads the host read path
     from datarax.pipeline.driver_cursor import CursorDriver
 
     return CursorDriver(context, epoch, at)
@@ -56,12 +49,9 @@ def open_driver(context: PassContext, epoch: int, at: int | None) -> Driver:
 class PipelineIterator:
     """One pass of a :class:`Pipeline`; yields dicts of JAX arrays.
 
-    ``get_state()`` returns the small JSON-able state of the source's position (what
-    has been handed out); ``set_state()`` on an iterator of an identically built
-    pipeline continues with exactly the remaining batches. ``len(iterator)`` is the
-    number of batches left in this pass, when the source's length is known.
-    Iterators are context managers; ``close()`` ends the pass early and releases the
-    source's reader threads (the position is kept).
+    ``get_state()`` / ``set_state()`` resume exactly (on an identically built pipeline);
+    ``len()`` is the batches left when known. ``close()`` (or ``with``) ends the pass
+    early and releases reader threads, keeping the position.
     """
 
     def __init__(self, context: PassContext, epoch: int, resume_at: int | None = None) -> None:
@@ -75,13 +65,10 @@ class PipelineIterator:
         self._driver: Driver | None = None  # opened at the first next() of the pass
         self._count = 0  # records in the batch being handed out
         self._stats = context.stats
-        # a source that counts the records it skipped as bad (on_error="skip"): a failed
-        # batch puts its ``skip_state()`` back
         self._counts_skips = context.reading.counts_skips
-        self._consumer = threading.get_ident()  # the thread that made it (the loop's)
+        self._consumer = threading.get_ident()
         self._shard = self._source.shard  # checked per batch: a later Pipeline may re-shard
-        # one next() at a time: threads sharing the iterator take turns, each batch
-        # handed out once (the drivers and the position assume one caller)
+        # one next() at a time: the drivers and the position assume one caller
         self._turn = threading.RLock()
         if self._filter_at is not None:
             refuse_resplit(context, epoch)
@@ -97,17 +84,13 @@ class PipelineIterator:
         self._finished = False
         if source.index == 0:
             self._mark()  # a break before any batch: the next iter() restarts this epoch
-        # A pass continued where a restore left it is marked once a batch is handed out:
-        # an iterator that served none leaves the next iter() to continue it (nothing
-        # of the restored epoch is passed over).
+        # a restored pass is marked only once a batch is handed out
 
     def _follow_source(self) -> None:
         """Continue this loop from where the source was moved to."""
         self._release()
         source = self._source
-        # seek where it stands: readers derived from the position (a stream's pass, a
-        # host reader) start over there, as after set_state (nnx.update moves only the
-        # Variables)
+        # readers restart there (nnx.update moves only the Variables)
         source.seek(source.epoch, source.index)
         self._begin(source.epoch, source.index)
 
@@ -115,8 +98,7 @@ class PipelineIterator:
         self._context.session.note_left(self._source)
 
     def supersede(self) -> None:
-        """End this iterator because a newer ``iter(pipeline)`` took over (after the
-        ``next()`` another thread may be making: what it opens is released here too)."""
+        """End this iterator: a newer ``iter(pipeline)`` took over."""
         with self._turn:
             if not self._closed:
                 self._release()
@@ -134,7 +116,7 @@ class PipelineIterator:
         return self._epoch
 
     def __repr__(self) -> str:
-        if not hasattr(self, "_epoch"):  # __init__ raised (a traceback showing its locals)
+        if not hasattr(self, "_epoch"):  # __init__ raised
             return "<PipelineIterator, not started>"
         state = ("superseded by a newer iter(pipeline)" if self._superseded else "ended"
                  if self.exhausted else f"live, {self._source.index} records handed out")
@@ -142,8 +124,7 @@ class PipelineIterator:
                 f"batch_size {self._batch_size}, {state}>")
 
     def __len__(self) -> int:
-        """Batches left in this pass; ``TypeError`` when the source's length is unknown.
-        Records a source will skip as bad (``on_error="skip"``) count until skipped."""
+        """Batches left in this pass; ``TypeError`` when the source's length is unknown."""
         self._context.epoch_size("len() of this iterator", "len() of a filtered pass is unknown")
         if self._finished or self._closed:
             return 0
@@ -164,8 +145,7 @@ class PipelineIterator:
         self._context.session.adopt(self)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        """An iterator is one pass of its pipeline, on this process's threads: refused
-        by ``copy``, ``copy.deepcopy`` and ``pickle`` alike, naming what to copy."""
+        """Refused: an iterator is one pass run by this process's threads."""
         raise TypeError(
             "A PipelineIterator cannot be copied or pickled: it is one pass of its "
             "pipeline, run by this process's threads. Copy or pickle the pipeline instead "
@@ -195,10 +175,8 @@ class PipelineIterator:
         self._closed = True
 
     def __del__(self) -> None:
-        # A dropped iterator (``break`` out of a loop, ``del``) releases reader threads now.
-        # Collected on another thread (the garbage collector runs wherever memory is
-        # asked for: a reader thread, a process pool's manager), releasing there could
-        # wait for that very thread: release on a thread of its own instead.
+        # Release reader threads now; collected on another thread (maybe a reader),
+        # releasing there could wait on itself, so use a thread of its own.
         try:
             if self._closed or self._superseded:
                 return
@@ -227,7 +205,7 @@ class PipelineIterator:
             check_own_share(self._context.session.share, self._source)
             self._shard = self._source.shard
         start = self._batch_start()
-        began = time.perf_counter()  # the "wait" timer (inline: this runs per batch)
+        began = time.perf_counter()  # the "wait" timer
         try:
             batch = self._next_batch()
             valid = self._valid_rows()
@@ -249,8 +227,7 @@ class PipelineIterator:
         return batch
 
     def _valid_rows(self) -> int:
-        """Records of the batch just read that are real (a padded share's last slots are
-        padding)."""
+        """Records of the batch just read that are not a padded share's padding."""
         if not self._source.shard.padded:
             return self._count
         n = length_or_none(self._source) or 0
@@ -263,7 +240,7 @@ class PipelineIterator:
                 self._driver = open_driver(self._context, self._epoch, self._filter_at)
             try:
                 batch, self._count = self._driver.next_batch()
-            except SourceMoved:  # prepared for a position the source was moved away from
+            except SourceMoved:
                 self._follow_source()
                 continue
             self._mark()
@@ -276,23 +253,16 @@ class PipelineIterator:
                 source.skip_state() if self._counts_skips else None)
 
     def _failed(self, start: BatchStart) -> None:
-        """A batch failed before it was handed out (a bad record, NaN under check_finite,
-        a stage raising, an interrupt): nothing of it was served, so the source goes
-        back to where the batch began (its position and skip count; reading it may have
-        moved them) and a retry — ``next()`` again, a new ``iter(pipeline)``, or a state
-        saved now — reads the same records again (and meets the same error). The
-        read-ahead worker and reader threads are released now rather than when this
-        iterator is collected."""
+        """A batch failed before it was handed out: the source goes back to where it
+        began (position and skip count), so a retry reads the same records again."""
         self._release()
         rewind(self._source, start)
-        # not "left here": the next iter(pipeline) continues this pass at the failed
-        # batch (a break after a batch handed out starts the next epoch)
+        # the next iter(pipeline) continues this pass at the failed batch
         self._context.session.left = None
 
     def _end_pass(self) -> None:
-        """The pass is over: release its reader and stand at the next epoch's start, so
-        a state taken now says so (one taken before, at the pass's end, restores to an
-        empty pass: docs/reliability.md, "Epoch ends")."""
+        """The pass is over: release its reader and stand at the next epoch's start
+        (docs/reliability.md, "Epoch ends")."""
         self._finished = True
         driver, self._driver = self._driver, None
         if driver is not None:
@@ -302,8 +272,7 @@ class PipelineIterator:
 
 
 def traced_call(call: str, err: BaseException | None = None) -> ConfigError | None:
-    """The error for ``call`` made while JAX traces a function, or None when it does
-    not (checked only once something failed: a batch is read on the host)."""
+    """The error for ``call`` made while JAX traces a function, or None."""
     if isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit)):
         return None
     if not isinstance(jnp.zeros(()), jax.core.Tracer):
@@ -318,10 +287,8 @@ def traced_call(call: str, err: BaseException | None = None) -> ConfigError | No
 
 
 def rewind(source: Any, start: BatchStart) -> None:
-    """Put ``source`` back at ``start`` (from before a batch that failed) where reading
-    moved it: its position, and the whole ``skip_state()`` of a source that skips bad
-    records (a concatenation's counts by part too). A source that did not move is left
-    alone (a stream would re-read its pass up to the position after a seek).
+    """Put ``source`` back at ``start`` (position and ``skip_state()``) where reading moved
+    it; one that did not move is left alone (a stream would re-read its pass).
 
     >>> from datarax.sources import MemorySource, MemorySourceConfig
     >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(8)})
@@ -332,16 +299,14 @@ def rewind(source: Any, start: BatchStart) -> None:
     epoch, index, skips = start
     recount = skips is not None and source.skip_state() != skips
     if recount or source.datarax_position.where() != (epoch, index):
-        source.seek(epoch, index)  # readers restart there
+        source.seek(epoch, index)
     if recount:
         source.restore_skip_state(skips)
 
 
 def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> Batch:
-    """``batch`` (``count`` records) padded to ``size`` rows by repeating its last record,
-    with a boolean ``"valid"`` field that is False on the padding rows (and on rows
-    ``valid`` and after: a padded share's slots past the epoch's end, which repeat the
-    last record before them too).
+    """``batch`` (``count`` records) padded to ``size`` rows repeating its last record, with
+    a boolean ``"valid"`` field, False on padding rows and on rows from ``valid`` on.
 
     >>> out = pad_batch({"x": np.arange(3)}, 3, 4)
     >>> out["x"].tolist(), out["valid"].tolist()
@@ -354,7 +319,7 @@ def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> 
             "Pipeline(pad_remainder=True) adds a 'valid' field, but the batch already has "
             "one; rename that field in a stage before padding."
         )
-    rows = count if valid is None or valid <= 0 else min(count, valid)  # the records kept
+    rows = count if valid is None or valid <= 0 else min(count, valid)
     valid = np.arange(size) < (count if valid is None else valid)
     if rows < size:
         def pad(value: Any) -> Any:
@@ -367,11 +332,8 @@ def pad_batch(batch: Batch, count: int, size: int, valid: int | None = None) -> 
 
 
 def output_spec(context: PassContext) -> Any:
-    """Per-record structure of a pipeline's batches after its stages (abstract).
-
-    Text fields (host strings) are reported as :class:`TextSpec` from the source's
-    spec; stages over text batches run on the host and are not traced here.
-    """
+    """Per-record structure of a pipeline's batches after its stages (abstract); the
+    source's spec where it has text (host stages are not traced)."""
     source = context.source
     spec = checked_spec(source)
     if has_text(spec):

@@ -1,30 +1,11 @@
 """What one indexed pass leaves to the next pass of the same pipeline.
 
-Starting a pass costs milliseconds on the host (splitting the NNX graph, looking the
-compiled steps up by their graph definition, putting the pass's constants on the
-device, binding each step's executable), which a short epoch pays at every epoch
-switch. :class:`PassReuse` lives in the pipeline's session and keeps, from the last
-pass, what the next one would make again the same:
-
-* the compiled steps and their bound executables, while the graph definition (compared
-  by equality, ~10 us), the structure, shapes and dtypes of the state, the keys and the
-  source's step inputs (and where those inputs lie), and JAX's settings (x64, the
-  default device, ...: :func:`~datarax.core.compiled_store.signature`) are unchanged:
-  every call then has the signature the executables were bound for;
-* the state's leaves already on the device, each reused only while its host value is
-  equal to the one placed (a leaf that changed, such as the source's position, is put
-  on the device again);
-* the read-ahead worker of a pass that ended (:meth:`PassReuse.park`), which the next
-  pass's :meth:`~datarax.pipeline.dispatch.IndexedDispatch.start` hands its batches to instead of
-  starting a thread (it ends by itself after ``ahead.PARK_SECONDS`` without one).
-
-The same rule (:class:`PlacedLeaves`) keeps, with ``stages_on="host"``, the copies of
-the source's step inputs on the CPU (``PipelineSession.host_inputs``): its columns are
-copied once per pipeline, a new epoch's order table each pass.
-
-A pass therefore runs with exactly the arguments a fresh pass would build: batches are
-the same bit for bit, and nothing of a restore or ``nnx.update`` is missed (the graph
-is split again every pass; only its placement is reused).
+Starting a pass costs host time a short epoch pays at every switch. :class:`PassReuse`
+keeps from the last pass the compiled steps and bound executables (while the graph
+definition, argument signature and JAX settings are unchanged), the state's leaves on
+the device (each while its host value is unchanged), and the ended pass's read-ahead
+worker (:meth:`PassReuse.park`). A pass thus runs with exactly the arguments a fresh one
+would build: the graph is split again every pass; only its placement is reused.
 
 Example:
     >>> import numpy as np
@@ -53,8 +34,8 @@ COMPARE_MAX = 4096
 
 
 def _host_copy(leaf: Any) -> Any:
-    """What a leaf is compared by next pass: a copy of a small NumPy value (positions are
-    written in place), the object itself for a JAX array (immutable), else None."""
+    """What a leaf is compared by next pass: a copy of a small NumPy value (written in
+    place), a JAX array itself, else None."""
     if isinstance(leaf, jax.Array):
         return leaf
     if isinstance(leaf, (np.ndarray, np.generic)) and np.size(leaf) <= COMPARE_MAX:
@@ -74,8 +55,7 @@ def _unchanged(leaf: Any, kept: Any) -> bool:
 
 class PlacedLeaves:
     """The leaves of a tree the last call of :meth:`on` put on a device, each reused
-    while unchanged: a JAX array while it is the same array, a NumPy value of up to
-    ``COMPARE_MAX`` elements while equal to the one placed (see the module).
+    while unchanged (a small NumPy value by equality, a JAX array by identity).
 
     Example:
         >>> import jax
@@ -91,9 +71,8 @@ class PlacedLeaves:
         self._placed: list[Any] = []  # per leaf: it on the device
 
     def on(self, tree: Any, device: Any, fresh: Any = (), reuse: bool = True) -> tuple[Any, Any]:
-        """``(tree, fresh)`` on ``device`` (None: the default device): ``tree``'s leaves
-        that the last call placed and that are unchanged are reused (none when ``reuse``
-        is False), ``fresh`` is placed anew."""
+        """``(tree, fresh)`` on ``device``, reusing ``tree``'s unchanged leaves (where
+        ``reuse``); ``fresh`` is placed anew."""
         leaves, structure = jax.tree.flatten(tree)
         with self._lock:
             if not reuse or len(leaves) != len(self._kept):
@@ -135,13 +114,10 @@ class PassReuse:
 
     def constants(self, graphdef: Any, state: Any, key: Any, epoch: Any,
                   device: Any = None, inputs: Any = None) -> tuple[Any, Any, Any]:
-        """``(state, key, epoch)`` on ``device`` (None: the default device) as
-        :func:`~datarax.pipeline.steps.pass_constants` makes them, reusing the leaves the
-        last pass placed that are unchanged; ``same`` says whether its steps (called
-        with ``inputs``, the source's step inputs) still apply."""
+        """``(state, key, epoch)`` on ``device`` as
+        :func:`~datarax.pipeline.steps.pass_constants` makes them, reusing unchanged
+        leaves; ``same`` says whether the last pass's steps still apply."""
         plain = nnx.to_pure_dict(state) if isinstance(state, nnx.State) else state
-        # what the steps were compiled and bound for: the arguments' structure, shapes,
-        # dtypes and placements, and JAX's settings (x64, the default device, ...)
         signature = (graphdef, device, compiled_signature((plain, key, inputs)))
         with self._lock:
             self.same = self._signature is not None and self._signature == signature

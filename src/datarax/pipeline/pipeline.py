@@ -33,72 +33,49 @@ from datarax.typing import Batch, IntLike
 class Pipeline(nnx.Module):
     """Batches of JAX arrays from a source through a list of stages.
 
-    Every ``iter(pipeline)`` (every ``for batch in pipeline``) is one pass over the
-    source: each record appears exactly once, the last batch short or dropped
-    (``drop_remainder=True``). Indexed sources run as one compiled step per batch;
-    host and stream sources are read on the host, checked against their
-    ``element_spec()``, and the stages run compiled.
+    Every ``iter(pipeline)`` is one pass over the source: each record once, the last
+    batch short or dropped (``drop_remainder=True``). Indexed sources run as one
+    compiled step per batch; host and stream sources are read and checked on the host.
 
-    **Position and resume.** The source owns the position (``pipeline.epoch`` and
-    ``pipeline.position`` read it). ``iter(pipeline)`` starts the next pass, or
-    continues the pass the position was *restored* into — by ``pipeline.set_state``,
-    ``source.set_state`` or ``nnx.update(pipeline, saved_nnx_state)``. A pass that ends
-    (``StopIteration``) moves the position to the start of the next epoch; a state taken
-    inside the ``for`` after its last batch restores to an empty pass (the rule and its
-    reasons: docs/reliability.md, "Epoch ends"). One iterator per pipeline is live: a
-    new ``iter(pipeline)`` ends the previous one (using it then raises
-    :class:`~datarax.core.errors.StaleIteratorError`).
+    The source owns the position (``pipeline.epoch``, ``pipeline.position``).
+    ``iter(pipeline)`` starts the next pass, or continues the one a restore (``set_state``,
+    ``source.set_state``, ``nnx.update``) left; an ended pass moves the position to the
+    next epoch's start (docs/reliability.md, "Epoch ends"). One iterator per pipeline is
+    live: a new ``iter`` ends the previous one, which then raises
+    :class:`~datarax.core.errors.StaleIteratorError`.
 
     Args:
         source: a :class:`~datarax.core.data_source.DataSourceModule`.
-        stages: operators (``OperatorModule``, e.g. ``ElementOperator``) or plain
-            callables mapping a batch dict to a batch dict, applied in order.
+        stages: operators or plain callables mapping a batch dict to a batch dict, in order.
         batch_size: records per batch (>= 1).
-        rngs: ``nnx.Rngs``; stochastic stages built without their own ``rngs`` draw
-            their base key from it. Defaults to ``nnx.Rngs(0)``, with a warning naming the
-            stochastic stages that then draw from it.
-        seed: an int in [0, 2**32) instead of ``rngs`` (keyword): the same batches as
-            ``rngs=nnx.Rngs(seed)``, without building one (no device work). Give one of
-            ``rngs`` and ``seed``.
+        rngs: base key of stochastic stages built without their own ``rngs``. Defaults to
+            ``nnx.Rngs(0)``, with a warning naming those stages.
+        seed: an int in [0, 2**32) instead of ``rngs``: the batches of
+            ``rngs=nnx.Rngs(seed)``, with no device work.
         drop_remainder: drop the short last batch of each epoch.
-        prefetch: batches prepared ahead of the one being consumed, on a worker
-            thread: for indexed sources computed and placed on the devices
-            (``sharding``); for random-access host sources read, checked, staged and
-            placed (batches the reader already holds are placed together, so up to
-            8 more, at most 8 MiB, may wait placed). 0 prepares each batch on the
-            loop's thread when asked for. Either way the position counts only the
-            batches handed out.
+        prefetch: batches prepared ahead on a worker thread (for random-access host
+            sources up to 8 more, at most 8 MiB, may wait placed); 0 prepares each on the
+            loop's thread. The position counts only batches handed out.
         shard_index, shard_count: this process's share of every epoch; default
-            ``jax.process_index()`` of ``jax.process_count()``. Each share is a disjoint,
-            equally long block of the epoch's (globally shuffled) order; the last
-            ``len(source) % shard_count`` positions of each epoch are left out so every
-            process takes the same number of steps (with ``pad_remainder`` the shares
-            are rounded up instead: every record is served once, the shares' extra
-            slots as padding rows). Per-record keys do not depend on it. More
-            processes than records (shares of 0) is refused unless ``pad_remainder``.
+            ``jax.process_index()`` of ``jax.process_count()``. Shares are disjoint, equally
+            long blocks of the epoch's order; the last ``len(source) % shard_count``
+            positions are left out (``pad_remainder``: shares rounded up with padding
+            rows instead). More processes than records is refused unless ``pad_remainder``.
         check_finite: refuse batches holding NaN or inf in a floating field, naming the
-            field, the record's position in the epoch and its stable index (copies each
-            batch to the host: a debugging aid, off by default).
-        sharding: a ``jax.sharding.NamedSharding`` or ``(Mesh, PartitionSpec)``: batches
-            come out as global ``jax.Array``s with it, the batch axis split over the
-            spec's first entry; under several processes each contributes its own share
-            (see :mod:`datarax.sharding.placement` and docs/devices.md). Not part of
-            the saved state: a state restores onto another mesh.
-        pad_remainder: pad each epoch's short last batch to ``batch_size`` (repeating
-            its last record) and add a boolean ``"valid"`` field to every batch (False
-            on padding rows): an evaluation loop sees one shape and counts each record
-            once (docs/filtering.md), on every shard: each gets the same number of
-            batches.
-        stages_on: where the compiled step runs — the gather of an indexed source
-            and every stage: ``"device"`` (default: JAX's default device, the
-            accelerator) or ``"host"`` (the host CPU, leaving the accelerator to
-            training; each batch is then moved to the default device, or the
-            ``sharding=`` mesh). The same batches either way for integer and exact
-            ops; float stages agree within the tolerance docs/devices.md gives ("Where
-            stages run"). Not part of the saved state. ``scan`` needs ``"device"``.
+            field and record (copies each batch to the host: a debugging aid).
+        sharding: a ``NamedSharding`` or ``(Mesh, PartitionSpec)``: batches come out as
+            global ``jax.Array``s split over the spec's first entry (docs/devices.md).
+            Not part of the saved state.
+        pad_remainder: pad each epoch's short last batch to ``batch_size`` and add a
+            boolean ``"valid"`` field (False on padding rows): one shape, each record
+            counted once, the same number of batches on every shard (docs/filtering.md).
+        stages_on: where the compiled step runs: ``"device"`` (default) or ``"host"``
+            (the host CPU; batches then move to the default device or ``sharding``).
+            Float stages agree within docs/devices.md's tolerance. Not part of the saved
+            state; ``scan`` needs ``"device"``.
 
-    A ``FilterOperator`` in ``stages`` makes the pipeline hand out full batches of the
-    records it keeps (docs/filtering.md); ``len()`` of such an epoch is unknown.
+    A ``FilterOperator`` stage makes the pipeline hand out full batches of the records it
+    keeps (docs/filtering.md); ``len()`` is then unknown.
 
     Example:
         >>> import numpy as np
@@ -152,11 +129,10 @@ class Pipeline(nnx.Module):
         )
         self.source = source
         self.stages = nnx.List(list(stages))
-        remember_sources(stages)  # states name these stages' code, whatever edits follow
+        remember_sources(stages)
         self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
                                  pad_remainder, stages_on, reading)
-        # Stages without their own rngs derive their key from this one inside the
-        # compiled step (fold_in(key, stage position)), so building costs no device work.
+        # Unseeded stages fold_in(key, stage position) in-step: no device work here.
         if seeded is not None:
             key, draws = seeded
         elif rngs is not None:
@@ -181,10 +157,8 @@ class Pipeline(nnx.Module):
 
     @property
     def __session(self) -> PipelineSession:
-        """This pipeline's bookkeeping. It goes with the source's position Variable:
-        ``nnx.merge`` of a live state (the same Variables) shares it, as the same pipeline;
-        ``nnx.clone`` or a merge of a saved state (Variables of its own) gets its own, so
-        it continues the position it holds and leaves the original's pass alone."""
+        """This pipeline's bookkeeping, tied to the source's position Variable: a merge of
+        a live state shares it; a clone or a saved state's merge gets its own."""
         session = self.__held
         if session.anchor is not self.__anchor():
             session = self.__held = PipelineSession(self.__anchor())
@@ -216,10 +190,8 @@ class Pipeline(nnx.Module):
         """A Pipeline whose one stage is the graph ``nodes`` wired by ``edges``.
 
         ``edges[name]`` lists node ``name``'s predecessors (``"source"``: the source's
-        batch); ``sink``'s output is what the pipeline hands out. Nodes run in
-        topological order inside the one compiled step; a cycle, an unknown node or a
-        missing sink is refused here, naming them. ``options`` are the other
-        ``Pipeline`` arguments. See :class:`~datarax.dag.DagOperator`.
+        batch); ``sink``'s output is handed out. ``options`` are the other ``Pipeline``
+        arguments. See :class:`~datarax.dag.DagOperator`.
 
         Example:
             >>> import numpy as np
@@ -267,19 +239,15 @@ class Pipeline(nnx.Module):
         return self.source.index
 
     def __len__(self) -> int:
-        """Batches in one epoch of this shard; ``TypeError`` when it is unknown: a stream's
-        length, or a filtered epoch (a ``FilterOperator`` stage). It counts every record
-        of the epoch: a source that skips bad records (``on_error="skip"``) serves fewer
-        batches when it skips some."""
+        """Batches in one epoch of this shard; ``TypeError`` for a stream or a filtered
+        epoch. Skipped bad records (``on_error="skip"``) are counted."""
         return self.plan.batches(self._context().epoch_size(
             "len(Pipeline)", "len(Pipeline) is unknown for a filtered epoch"))
 
     def element_spec(self) -> Any:
-        """Per-record structure of the batches this pipeline hands out (after the stages),
-        computed abstractly: nothing is read and no epoch is spent. A source with text
-        fields is the exception: its stages run on the host, record by record, and are not
-        traced, so this is the source's spec (``TextSpec`` for text), without what the
-        stages add or change."""
+        """Per-record structure of the batches handed out, computed abstractly (nothing
+        read). With text fields the stages run untraced on the host, so this is the
+        source's spec."""
         spec = output_spec(self._context())
         if self.plan.pad_remainder:
             spec = {**spec, "valid": jax.ShapeDtypeStruct((), np.bool_)}
@@ -291,8 +259,7 @@ class Pipeline(nnx.Module):
                            self.__session)
 
     def peek(self) -> Batch:
-        """The next batch a loop over this pipeline hands out (past an empty pass that a
-        restore at an epoch's end leaves), without moving the position."""
+        """The next batch a loop would hand out, without moving the position."""
         source, session = self.source, self.__session
         epoch, index = source.epoch, source.index
         previous, left = session.live, session.left
@@ -314,19 +281,14 @@ class Pipeline(nnx.Module):
 
     # ------------------------------------------------------------------ stats
     def stats(self) -> dict[str, Any]:
-        """Per-stage seconds (read, validate, transfer, stages, step, compile, wait),
-        counts and the steady-state stage that took longest, accumulated since
-        construction or :meth:`reset_stats`.
-
-        A source with counters of its own (remote files: ``{"storage": ...}``) reports
-        them under ``"source"``. See :mod:`datarax.pipeline.stats` for what each timer covers.
-        """
+        """Per-stage seconds, counts and the slowest steady-state stage since construction
+        or :meth:`reset_stats`; a source's own counters under ``"source"``.
+        See :mod:`datarax.pipeline.stats`."""
         source_stats = self.source.stats() if self.plan.reading.reports_stats else None
         return self.__session.stats.as_dict(source_stats)
 
     def reset_stats(self) -> None:
-        """Zero the pipeline's counts and timers in :meth:`stats` (a source's own counters
-        under ``"source"``, e.g. its downloads, keep counting)."""
+        """Zero the pipeline's counts and timers (a source's own counters keep counting)."""
         self.__session.stats.reset()
 
     # ------------------------------------------------------------ fingerprints
@@ -357,8 +319,8 @@ class Pipeline(nnx.Module):
 
     # ------------------------------------------------------ parts of passes
     def take(self, batches: int) -> Take:
-        """An iterator over at most ``batches`` batches of the next pass (an evaluation
-        subset); ``get_state`` / ``set_state`` on it resume exactly.
+        """An iterator over at most ``batches`` batches of the next pass; its
+        ``get_state`` / ``set_state`` resume exactly.
 
         Example:
             >>> import numpy as np
@@ -371,10 +333,8 @@ class Pipeline(nnx.Module):
         return Take(self, batches, self._context())
 
     def skip(self, batches: int) -> PipelineIterator:
-        """The next pass's iterator, ``batches`` batches in (an indexed source without a
-        filter moves there directly; otherwise they are read and dropped). The skipped
-        records count as handed out: the state resumes after them (``stats()`` counts
-        only the batches the iterator hands out, whichever way the skip was made).
+        """The next pass's iterator, ``batches`` batches in (sought directly where
+        possible, else read and dropped). The state resumes after the skipped records.
 
         Example:
             >>> import numpy as np
@@ -392,21 +352,20 @@ class Pipeline(nnx.Module):
             at = at or 0
             source.seek(epoch, min(at + batches * self.batch_size, self.plan.end(size, at)))
             iterator = iter(self)
-            if batches:  # passed over as handed out: a loop left now ends the pass, as
-                session.note_left(source)  # after batches read and dropped below
+            if batches:  # as if handed out: a loop left now ends the pass
+                session.note_left(source)
             return iterator
         iterator = iter(self)
-        with session.stats.uncounted():  # passed over, not handed out (as a seek is)
+        with session.stats.uncounted():
             for _ in range(batches):
                 if next(iterator, None) is None:
                     break
         return iterator
 
     def repeat(self, epochs: int | None = None) -> Repeat:
-        """One iterator over ``epochs`` passes in a row (``None``: without end), for
-        step-based training: each pass is a new epoch (new shuffle, new keys);
-        ``get_state`` / ``set_state`` on it resume exactly. Two empty passes in a row
-        (every record filtered out) end it with ``StopIteration``.
+        """One iterator over ``epochs`` passes in a row (``None``: without end), each a new
+        epoch; its ``get_state`` / ``set_state`` resume exactly. Two empty passes in a
+        row end it.
 
         Example:
             >>> import numpy as np
@@ -419,9 +378,8 @@ class Pipeline(nnx.Module):
 
     # ----------------------------------------------------------- fused steps
     def step(self) -> Batch:
-        """The next batch: of the live pass, else of the next pass (so calls go on
-        across epochs). Indexed sources compute it with the same cached compiled step
-        as iteration; the position moves as with ``next(iter(pipeline))``.
+        """The next batch of the live pass, else of the next pass (calls go on across
+        epochs); the position moves as with ``next(iter(pipeline))``.
 
         Example:
             >>> import numpy as np
@@ -460,15 +418,11 @@ class Pipeline(nnx.Module):
     ) -> Any:
         """Run ``length`` data + train steps as one compiled program (``jax.lax.scan``).
 
-        Each step takes the next full batch (as :meth:`step` would, across epochs) and
-        calls ``train_step(*modules, batch)``; NNX state the modules change (parameters,
-        optimizer state) is carried from step to step and written back. Returns
-        ``train_step``'s outputs stacked along a new leading axis of ``length``. The
-        position moves past the ``length`` batches, so states taken between scans
-        resume exactly; a scan that raises (its train step, say) moves nothing, and the
-        next ``step()`` or loop goes on where it stood. ``train_step`` must take the
-        modules then the batch. Indexed sources only; with ``sharding=``, one process only
-        (refused under several: iterate there). See :mod:`datarax.pipeline.fused`.
+        Each step calls ``train_step(*modules, batch)`` on the next full batch (as
+        :meth:`step`); NNX state the modules change is carried and written back. Returns
+        ``train_step``'s outputs stacked on a new leading axis. The position moves past
+        the batches; a scan that raises moves nothing. Indexed sources only; with
+        ``sharding=``, one process only. See :mod:`datarax.pipeline.fused`.
         """
         if self.filtered:
             raise ConfigError(
@@ -484,10 +438,6 @@ class Pipeline(nnx.Module):
         return state_format.get_state(self._context())
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken.
-
-        A state saved by another number of processes (indexed and random-access sources) continues
-        that epoch from what is left, split over this pipeline's shards: see
-        docs/reliability.md.
-        """
+        """Make the next ``iter(pipeline)`` continue exactly where ``state`` was taken
+        (a state of another process count: docs/reliability.md)."""
         state_format.restore(self._context(), state)

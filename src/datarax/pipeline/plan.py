@@ -1,13 +1,8 @@
 """What a pass reads of its pipeline, handed to it by argument.
 
-:class:`PipelinePlan` is the frozen description (batch size, remainder, prefetch,
-checks, placement); :class:`PipelineSession` the pipeline object's Python bookkeeping
-(live iterator, where the last one left the source, a re-split share, the timers);
-:class:`PassContext` bundles them with the source, the stages and the key Variables.
-``Pipeline`` builds a context for each call; the iterator and the passes
-(:mod:`~datarax.pipeline.dispatch`, :mod:`~datarax.pipeline.host_pass`,
-:mod:`~datarax.pipeline.fused`, :mod:`~datarax.pipeline.state`) take one and never
-import the pipeline module.
+:class:`PipelinePlan` is the frozen description; :class:`PipelineSession` the pipeline
+object's Python bookkeeping; :class:`PassContext` bundles them with the source, stages
+and keys, so passes never import the pipeline module.
 
 Example:
     >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
@@ -35,8 +30,7 @@ from datarax.sharding.placement import BatchPlacement
 
 
 def passed(batch: Any) -> Any:
-    """Stands in for a stage that already ran, keeping the positions, and so the keys,
-    of the stages after it (``datarax.core.stages.filtered`` stands in for a filter)."""
+    """Stands in for a stage that already ran, keeping later stages' positions (and keys)."""
     return batch
 
 
@@ -66,13 +60,9 @@ class PipelinePlan:
         prefetch: compiled batches dispatched ahead of the one being consumed.
         check_finite: refuse batches holding NaN or inf.
         placement: where batches are placed (``sharding=``), None for the default device.
-        pad_remainder: pad each epoch's short last batch to ``batch_size`` and add a
-            boolean ``"valid"`` field to every batch (False on padding rows).
-        stages_on: where the compiled steps run, ``"device"`` (the default device) or
-            ``"host"`` (the host CPU; batches moved to the device after), see
-            :mod:`datarax.pipeline.devices`.
-        reading: how the source is read (compiled or through a cursor) and what it can
-            do, decided once when the pipeline is built (:func:`~datarax.core.reading.reading_of`).
+        pad_remainder: pad the short last batch and add a boolean ``"valid"`` field.
+        stages_on: where the compiled steps run, ``"device"`` or ``"host"``.
+        reading: how the source is read (:func:`~datarax.core.reading.reading_of`).
     """
 
     batch_size: int
@@ -95,11 +85,8 @@ class PipelinePlan:
         return math.ceil(records / self.batch_size)
 
     def end(self, records: int, at: int) -> int:
-        """Where a pass over ``records`` positions, read from position ``at``, stops
-        handing out: ``records``, or with ``drop_remainder`` the end of the last full
-        batch from ``at`` (a pass begun between batch boundaries, after a seek or over a
-        source another loop read, still hands out full batches only). From ``at`` 0: the
-        records of ``records`` that are handed out.
+        """Where a pass over ``records`` positions, read from ``at``, stops handing out:
+        ``records``, or with ``drop_remainder`` the end of the last full batch from ``at``.
 
         >>> plan = PipelinePlan(batch_size=4, drop_remainder=True, prefetch=2, check_finite=False)
         >>> plan.end(10, 0), plan.end(10, 1), plan.end(12, 1)
@@ -111,12 +98,8 @@ class PipelinePlan:
 
 
 class PipelineSession(HostState):
-    """Python-only bookkeeping of one Pipeline object: never state, never structure.
-
-    A :class:`~datarax.core.module.HostState`: it compares equal to every other
-    session, so it does not split NNX graph definitions (equally built pipelines share
-    compiled steps).
-    """
+    """Python-only bookkeeping of one Pipeline object: never state, never structure
+    (a :class:`~datarax.core.module.HostState`)."""
 
     def __init__(self, anchor: Any = None) -> None:
         self.anchor = anchor  # the Variable that tells whose session this is (Pipeline)
@@ -132,13 +115,11 @@ class PipelineSession(HostState):
         self.share: tuple[int, int, bool] | None = None  # (index, count, padded) it set
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """A pickled pipeline gets a fresh session (threads, locks and the live iterator
-        are this process's): like ``nnx.clone``, it continues the position it holds."""
+        """A pickled pipeline gets a fresh session, as ``nnx.clone`` does."""
         return (PipelineSession, ())
 
     def drop_reuse(self) -> None:
-        """Drop what the last pass left to the next (a pass begun while JAX traced left
-        tracers there): the next pass places and compiles afresh."""
+        """Drop what the last pass left to the next (it may hold tracers)."""
         worker = self.pass_reuse.parked()
         if worker is not None:
             worker.stop()
@@ -163,10 +144,8 @@ class PipelineSession(HostState):
         self.left = (source.epoch, source.index, source.datarax_position.restores)
 
     def stop_here(self, source: Any) -> None:
-        """As if an iterator of this pipeline had stopped where ``source`` stands (a
-        ``take`` restored after its last batch): the next pass is the next epoch. After a
-        restore into a re-split share, which leaves the source at the start of that
-        share, that is the epoch after the share's."""
+        """As if an iterator had stopped where ``source`` stands: the next pass is the
+        next epoch (after a re-split share's start: the epoch after the share's)."""
         share = self.resplit_share
         if share is not None and (source.epoch, source.index) == (share.epoch, 0):
             self.resplit_share = None
@@ -174,28 +153,25 @@ class PipelineSession(HostState):
         self.note_left(source)
 
     def next_pass(self, source: Any) -> tuple[int, int | None]:
-        """``(epoch, resume_at)`` of the pass the next ``iter()`` serves: the source's
-        position, continued (a pass that ended left it at the next epoch's start; a
-        restore, where it was saved) — unless an iterator of this pipeline stopped
-        there (``break``): then the next epoch (a break before any batch restarts it)."""
+        """``(epoch, resume_at)`` of the next ``iter()``: the source's position, continued,
+        unless an iterator stopped there (``break``): then the next epoch."""
         check_own_share(self.share, source)
         if self.left != (source.epoch, source.index, source.datarax_position.restores):
-            if source.direct_pass_ended():  # ``for record in source`` read it to the end
+            if source.direct_pass_ended():
                 return source.epoch + 1, None
             return source.epoch, source.index
         return source.epoch + (1 if source.index > 0 else 0), None
 
     def resplit(self, epoch: int) -> Share | None:
-        """This process's share of ``epoch`` when a restore on another process count
-        re-split it (runs of positions), else None (the source's own block)."""
+        """This process's re-split share of ``epoch`` (a restore on another process
+        count), else None."""
         share = self.resplit_share
         return share if share is not None and share.epoch == epoch else None
 
 
 def check_own_share(share: tuple[int, int, bool] | None, source: Any) -> None:
-    """Refuse a pass when ``source`` no longer serves the ``share`` its pipeline set: a
-    Pipeline built later over the same source object set its own (a source serves one
-    share at a time), and this pipeline would serve that one, its state naming its own.
+    """Refuse a pass when ``source`` no longer serves the ``share`` its pipeline set (a
+    later Pipeline over the same source set its own).
 
     Example:
         >>> import numpy as np
@@ -238,7 +214,7 @@ class PassContext:
 
     @property
     def reading(self) -> Reading:
-        """How the source is read (the plan's, decided when the pipeline was built)."""
+        """How the source is read (the plan's)."""
         return self.plan.reading
 
     def key_pair(self) -> tuple[Any, Any]:
@@ -250,9 +226,8 @@ class PassContext:
         return self.session.resplit(epoch)
 
     def epoch_size(self, what: str, filtered: str) -> int:
-        """Records in one epoch of the source, for ``len()``; ``TypeError`` when that is
-        unknown: ``filtered`` (the start of its message) with a ``FilterOperator``
-        stage, or ``what`` is unknown over a source without a fixed length (a stream)."""
+        """Records in one epoch of the source, for ``len()``; ``TypeError`` (worded by
+        ``filtered`` or ``what``) when unknown."""
         if filter_position(self.stages) is not None:
             raise TypeError(f"{filtered}: how many records the FilterOperator keeps is "
                             "known only once they are read.")
@@ -264,8 +239,7 @@ class PassContext:
         return size
 
     def batches_left(self, epoch: int, at: int) -> int:
-        """Batches pass ``epoch`` still hands out from position ``at`` (in this
-        process's re-split share of it, when a restore made one)."""
+        """Batches pass ``epoch`` still hands out from position ``at``."""
         share = self.resplit(epoch)
         size = share.size(len(self.source)) if share is not None else self.source.epoch_size()
         return self.plan.batches(max(self.plan.end(size, at) - at, 0))

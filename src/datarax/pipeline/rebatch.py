@@ -1,12 +1,8 @@
 """``Rebatch``: a Pipeline's batches grouped k into one, or each cut into k parts.
 
-Invariant: a Rebatch hands out exactly the records of its pipeline, in the same order,
-once each — only the batch boundaries move. It is a transformation of the pipeline's
-passes (:mod:`datarax.pipeline.epochs`): its state is ``{"rebatch": how, "part": parts
-of the current batch handed out, "parent": the pipeline's state}``, the pipeline's
-taken where the current group starts, or before the current underlying batch, so a
-resume re-computes that batch through the pipeline's own exact resume and skips what
-was handed out.
+Invariant: a Rebatch hands out exactly its pipeline's records, in order, once each; only
+batch boundaries move. Its state nests the pipeline's as taken before the current batch
+or group (:mod:`datarax.pipeline.epochs`), plus the parts already handed out.
 """
 
 from __future__ import annotations
@@ -33,9 +29,8 @@ def _rows(batch: Batch, lo: int, hi: int) -> Batch:
 
 
 def _check_placement(pipeline: Pipeline, mode: str, k: int) -> None:
-    """Refuse a Rebatch whose batches could not keep the pipeline's ``sharding=``: under
-    several processes (a global batch is every process's share, so its rows are not this
-    process's records to join or cut), or a part that does not split over the devices."""
+    """Refuse a Rebatch that could not keep the pipeline's ``sharding=`` (several processes,
+    or parts that do not split over the devices)."""
     placement = pipeline.plan.placement
     if placement is None:
         return
@@ -62,13 +57,9 @@ class Rebatch(Transformation):
     """Iterate ``pipeline`` with ``group=k`` batches joined into one, or each batch
     cut into ``split=k`` equal parts.
 
-    ``group=k`` joins ``k`` consecutive batches (the epoch's last group holds what is left;
-    groups never span two epochs). ``split=k`` cuts each batch into parts of
-    ``batch_size // k`` records (a short last batch: the last part shorter). One
-    ``for`` is one epoch; ``get_state()``/``set_state()`` are JSON-able and resume
-    exactly. Do not iterate the wrapped pipeline directly meanwhile. Over a pipeline
-    with ``sharding=`` every batch keeps that sharding (one process only; parts of
-    ``batch_size // k`` records must split over its devices).
+    Groups never span two epochs; a short last batch gives a shorter last part. One
+    ``for`` is one epoch; ``get_state()``/``set_state()`` resume exactly. Do not iterate
+    the wrapped pipeline directly meanwhile. ``sharding=`` is kept (one process only).
 
     Example:
         >>> import numpy as np
@@ -98,7 +89,7 @@ class Rebatch(Transformation):
                 f"split={split!r})."
             )
         mode, k = ("group", group) if group is not None else ("split", split)
-        k = check_count(k, f"Rebatch {mode}=", 1)  # a NumPy int as the same int
+        k = check_count(k, f"Rebatch {mode}=", 1)
         if mode == "split" and pipeline.batch_size % k:
             raise ConfigError(
                 f"Rebatch split={k} needs a batch_size divisible by {k}; the pipeline's "
@@ -111,13 +102,12 @@ class Rebatch(Transformation):
         self.mode: str = mode
         self.k: int = k
         self._pending_part = 0  # parts to skip of the next underlying batch (a restore)
-        # (pipeline state before the batch being split, parts handed out) while a split
-        # batch is partly out, kept after a ``break``; group mode: the state at a pass's end.
+        # (pipeline state before the batch being split, parts handed out) while partly out
         self._partial: tuple[dict[str, Any], int] | None = None
         self._live: weakref.ref[RebatchIterator] | None = None  # to close on restore
 
     def __repr__(self) -> str:
-        if not hasattr(self, "k"):  # __init__ raised (a traceback showing its locals)
+        if not hasattr(self, "k"):  # __init__ raised
             return "Rebatch(not built)"
         return f"Rebatch({self.mode}={self.k}) of {self.described_parent()}"
 
@@ -142,8 +132,7 @@ class Rebatch(Transformation):
         return self.pipeline.position
 
     def repeat(self, epochs: int | None = None) -> Repeat:
-        """Its passes ``epochs`` times in a row (``None``: without end), as
-        ``Pipeline.repeat`` does a pipeline's; the Repeat's state nests this one's.
+        """Its passes ``epochs`` times in a row (``None``: without end), as ``Pipeline.repeat``.
 
         Example:
             >>> import numpy as np
@@ -176,8 +165,7 @@ class Rebatch(Transformation):
 
     def _begin_pass(self, iterator: RebatchIterator) -> RebatchIterator:
         """``iterator`` serving the next pass (or the rest of the one a restore left)."""
-        # the parts a restore left to skip stay pending until an iterator reads the
-        # batch they belong to: one dropped before that passes nothing over
+        # parts to skip stay pending until an iterator reads their batch
         skip = self._pending_part
         self._partial = None
         self._close_live()
@@ -195,8 +183,7 @@ class Rebatch(Transformation):
     KEYS = ("rebatch", "part")
 
     def get_state(self) -> dict[str, Any]:
-        """How it rebatches, the parts handed out of the current batch and the
-        pipeline's state before that batch or group."""
+        """How it rebatches, parts handed out and the pipeline's state before them."""
         if self._partial is not None:
             pipeline_state, part = self._partial
         else:
@@ -214,7 +201,7 @@ class Rebatch(Transformation):
                 "Restore into an identically built Rebatch.",
                 field="rebatch",
             )
-        part = state["part"]  # a NumPy int (a checkpoint kept in NumPy) as the same int
+        part = state["part"]
         if isinstance(part, bool) or not isinstance(part, (int, np.integer)) \
                 or not 0 <= part < self.k:
             raise StateError(
@@ -229,13 +216,12 @@ class Rebatch(Transformation):
         self._pending_part = int(state["part"])
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """``copy.deepcopy`` / ``pickle``: a Rebatch over a copy of the pipeline,
-        restored to this one's state (inside a split batch too)."""
+        """``copy.deepcopy`` / ``pickle``: over a copy of the pipeline, at this state."""
         return (_restored, (self.pipeline, self.mode, self.k, self.get_state()))
 
 
 def _restored(pipeline: Pipeline, mode: str, k: int, state: dict[str, Any]) -> Rebatch:
-    """A ``Rebatch(pipeline, mode=k)`` continuing from ``state`` (a copied or unpickled one)."""
+    """A ``Rebatch(pipeline, mode=k)`` continuing from ``state``."""
     node = Rebatch(pipeline, **{mode: k})
     node.set_state(state)
     return node
@@ -261,8 +247,7 @@ class RebatchIterator:
             "restore it with set_state() on an identically built Rebatch.")
 
     def begin(self, inner: Any, skip: int) -> None:
-        """Serve the pass of the pipeline iterator ``inner``, its first ``skip`` parts
-        handed out already (a restore inside a split batch)."""
+        """Serve the pass of ``inner``, its first ``skip`` parts handed out already."""
         self._inner = inner
         self._skip = skip
         self._current: Batch | None = None  # the underlying batch being split
@@ -281,9 +266,8 @@ class RebatchIterator:
         return self._owner.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (from ``get_state()`` of an identically built
-        Rebatch) inside this iterator, as ``rebatch.set_state(state)`` then
-        ``iter(rebatch)`` would.
+        """Continue from ``state`` inside this iterator, as ``rebatch.set_state(state)``
+        then ``iter(rebatch)`` would.
 
         Example:
             >>> import numpy as np
@@ -339,16 +323,15 @@ class RebatchIterator:
             try:
                 parts.append(next(self._inner))
             except StopIteration:
-                if before is not None:  # this pass stays open: a state taken now
-                    owner._partial = (before, 0)  # says "nothing left" (an empty pass)
+                if before is not None:  # a state taken now restores to an empty pass
+                    owner._partial = (before, 0)
                 break
         if not parts:
             raise StopIteration
         return self._placed(concat_batches(parts, on_device=True))
 
     def _placed(self, batch: Batch) -> Batch:
-        """``batch`` with the pipeline's ``sharding=`` (a part sliced from, or a group
-        joined of, placed batches is laid out as JAX chooses: replicated, for a slice)."""
+        """``batch`` placed again with the pipeline's ``sharding=`` (slices lose it)."""
         placement = self._owner.pipeline.plan.placement
         return batch if placement is None else placement.place(batch, "Rebatch")
 

@@ -4,27 +4,12 @@ A state is a small JSON-able dict of one shape for every source and reading mode
 
     {"version": 4, "epoch": e, "position": k, "settings": {...}, "source": {...}}
 
-``epoch``/``position``: the pass and the records of it handed out (``position`` may
-equal the epoch's length: taken inside the loop after its last batch, nothing is left
-of that pass; a pass that ended stands at ``(epoch + 1, 0)``: docs/reliability.md).
-``settings``: what the position means — batch size, drop_remainder, the source's type,
-length, shard, its ``order_settings()`` (nested sources' too), and digests of the stages
-(:mod:`datarax.core.stage_digest`: their functions' source) and rngs, and, when
-a stage is stochastic, ``draw``: the random draw version
-(:data:`datarax.core.draws.DRAW_VERSION`; a state without it is of version 1 and is
-refused by a pipeline that draws). They are compared in a fixed order (switches such as
-``shuffle`` before the ``seed`` they enable; a seed whose switch is off is not saved), and
-the first that differs is named.
-``source``: the source's own ``get_state()`` (its position, and what else it keeps:
-bad-record counts, shuffle description, a composite's cursor) less its ``settings``
-(those are among the pipeline's; its position is the pipeline's ``epoch`` and
-``position``); a restore hands it back to ``source.set_state``.
-A state taken in an epoch that a restore on another process count re-split adds
-``"share": {"epoch": e, "history": [[count, position], ...]}`` (:mod:`~datarax.pipeline.elastic`).
-
-States of versions 2 and 3 (datarax before this shape: the entry was ``"elastic"``, a
-compiled read had no ``source``, the stages were digested by bytecode or names) are
-refused naming their version (:func:`readable`).
+``epoch``/``position``: the pass and the records of it handed out (docs/reliability.md,
+"Epoch ends"). ``settings``: what the position means (batch size, the source's type,
+length, shard and ``order_settings()``, digests of the stages and rngs, the ``draw``
+version of stochastic stages), compared in a fixed order, the first that differs named.
+``source``: the source's own ``get_state()`` less its settings. A re-split epoch adds
+``"share"`` (:mod:`~datarax.pipeline.elastic`). Other versions are refused.
 
 Example:
     >>> import numpy as np
@@ -105,7 +90,7 @@ def settings(context: PassContext) -> dict[str, Any]:
     out["stages"] = stages_fingerprint(context.stages)
     out["rngs"] = rng_fingerprint(context)
     if any(isinstance(stage, OperatorModule) and stage.stochastic for stage in context.stages):
-        out["draw"] = DRAW_VERSION  # how its random values are derived
+        out["draw"] = DRAW_VERSION
     return out
 
 
@@ -118,7 +103,6 @@ def get_state(context: PassContext) -> dict[str, Any]:
         "epoch": source.epoch,
         "position": source.index,
         "settings": settings(context),
-        # its settings are in the pipeline's own (``source.*``), checked before it
         "source": {k: v for k, v in source.get_state().items() if k != "settings"},
     }
     share = context.resplit(source.epoch)
@@ -128,10 +112,8 @@ def get_state(context: PassContext) -> dict[str, Any]:
 
 
 def restore(context: PassContext, state: Any) -> None:
-    """Move the source of ``context`` to where ``state`` was taken: the same position,
-    in this process's share when another process of the same count saved it. A state
-    of another process count, or of an epoch such a restore re-split, is restored by
-    :func:`datarax.pipeline.elastic.restore`; a plain one never enters it."""
+    """Move the source of ``context`` to where ``state`` was taken (in this process's
+    share); another process count's goes through :func:`datarax.pipeline.elastic.restore`."""
     check_own_share(context.session.share, context.source)
     state = readable(state)
     saved = _shard_of(state)
@@ -156,16 +138,12 @@ def _shard_of(state: dict[str, Any]) -> Share | None:
 
 
 def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any:
-    """``state`` of shard ``saved`` as this process's own (the same process count).
-
-    Every process of a run saves at the same step, so every share stands at the same
-    position: a state of shard ``j`` of ``count`` says where shard ``i`` stands too (a
-    state written by process 0 only, restored by every process).
+    """``state`` of shard ``saved`` as this process's own (the same process count): every
+    share stands at the same position after the same steps.
 
     Raises:
-        StateError: shares that stand at different positions after the same steps (a
-            filtered pipeline, a source that skips bad records), or a source whose
-            position is its share's own (a stream, a host source without ``use_share``).
+        StateError: where shares' positions can differ (a filter, skipped records) or
+            are the share's own (a stream).
     """
     source = context.source
     index, count = source.shard.index, source.shard.count
@@ -185,13 +163,8 @@ def _own_share(context: PassContext, state: dict[str, Any], saved: Share) -> Any
 
 
 def _earlier_versions(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """``saved``, taken as of this datarax's versions where it was saved under earlier
-    ones that change nothing a pipeline drawing nothing serves, and refused where it
-    draws (the rest of its epoch would not continue the batches already served): a random
-    draw version (``draw``; a state without one is of version 1), or a stable index
-    version 1 (saved before a concatenation of the source numbered its records by
-    version 2: a part of unbounded stable indices, a mixture;
-    :class:`~datarax.sources.ConcatSource`)."""
+    """``saved`` with earlier ``draw`` / stable index versions accepted where the pipeline
+    draws nothing, refused where it draws (its epoch would not continue the same values)."""
     draws = "draw" in current
     version = saved.get("draw", 1)
     if draws and version != current["draw"]:
@@ -220,8 +193,7 @@ def _earlier_versions(saved: dict[str, Any], current: dict[str, Any]) -> dict[st
 
 
 def readable(state: Any) -> dict[str, Any]:
-    """``state``, refused when it is no pipeline state or of a version this datarax
-    does not read (one of another shape: versions 2 and 3, datarax before this one)."""
+    """``state``, refused when it is no pipeline state or of another version."""
     if not isinstance(state, dict):
         nnx_hint = (" An nnx.state(pipeline) is restored with nnx.update(pipeline, state)."
                     if type(state).__name__ == "State" else "")
@@ -288,7 +260,7 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     saved = state["settings"]
     current = settings(context)
     saved = _earlier_versions(saved, current)
-    current = without_later(saved, current)  # a "files" an earlier datarax did not save
+    current = without_later(saved, current)
     for key in [*current, *(k for k in saved if k not in current)]:
         if saved.get(key) != current.get(key):
             hint = _DIGEST_HINTS.get(key, _DIGEST_HINTS.get(key.rsplit(".", 1)[-1], ""))

@@ -1,17 +1,8 @@
 """The jitted steps Pipeline runs, built once per graph structure and reused.
 
-* :func:`indexed_step` — for indexed sources: global position → record indices →
-  ``get_batch_at`` → every stage, as one compiled function of (state, inputs, start,
-  epoch, key); ``inputs`` carries records a source keeps out of NNX state.
-* :func:`runs_step` — for a batch of a re-split :class:`~datarax.core.share.Share`
-  that spans runs of positions: each run's records gathered, then every stage.
-* :func:`stage_step` — for host sources: every stage over a batch that is already on
-  the host, compiled as a function of (state, batch, record indices, epoch).
-
-Steps are cached by the NNX graph definition (structure, configs, functions) and
-batch size, so re-created iterators and equally built pipelines reuse compiled code.
-Each is a :func:`~datarax.core.compiled_store.stored_jit`: across processes its
-executable is loaded from datarax's store, keyed by the lowered program.
+Steps are cached by the NNX graph definition and batch size, so re-created iterators
+and equally built pipelines reuse compiled code; each is a
+:func:`~datarax.core.compiled_store.stored_jit`, so other processes load it.
 """
 
 from __future__ import annotations
@@ -35,10 +26,8 @@ def indexed_batch(
     by_position: bool = False,
 ) -> tuple[Batch, Any]:
     """The batch of ``batch_size`` records at global position ``start`` after every stage,
-    and their stable indices (traceable; the body of :func:`indexed_step`, of
-    ``Pipeline.scan``'s steps and of a filtered pass's chunks). ``by_position``: the
-    source's records depend on their positions alone, so it reads with the pipeline key
-    as it is (no ``fold_in`` to trace, lower and compile)."""
+    and their stable indices (traceable). ``by_position``: records depend on positions
+    alone, so the pipeline key is passed as it is (no ``fold_in`` to compile)."""
     pipeline_key = step_key(key)
     batch_key = pipeline_key if by_position else jax.random.fold_in(pipeline_key, start)
     with source.bind_step_inputs(inputs):
@@ -47,13 +36,8 @@ def indexed_batch(
 
 
 def pass_constants(*values: Any, device: Any = None) -> Any:
-    """``values`` (a pass's NNX state, key pair, ...: what every call of its step gets
-    unchanged) with their host arrays put on the default device once: a NumPy argument of
-    a compiled function is copied to the device on every call. With ``device`` (the host
-    CPU for ``stages_on="host"``) every value is put there, and the step compiled for
-    and run on it. An ``nnx.State`` comes back as plain nested dicts of its values
-    (``nnx.merge`` takes those): JAX flattens dicts in C++ on every call of the step,
-    a ``State`` and its ``Variable``s through Python.
+    """``values`` (what every call of a pass's step gets unchanged) put on ``device`` once,
+    not copied per call; an ``nnx.State`` as plain dicts (JAX flattens those in C++).
 
     >>> import numpy as np
     >>> state, key = pass_constants({"seed": np.uint32(3)}, (np.zeros(2, np.uint32),))
@@ -66,9 +50,7 @@ def pass_constants(*values: Any, device: Any = None) -> Any:
 
 def indexed_step(graphdef: Any, batch_size: int) -> Callable[..., tuple[Batch, Any]]:
     """Compiled ``(state, inputs, start, epoch, key) -> (batch, start + batch_size)`` for
-    an indexed source + stages; ``inputs`` are the source's ``step_inputs()`` (arrays
-    kept out of NNX state). The position after the batch comes back on the device, where
-    the pass's next call takes it (no position copied to the device per batch)."""
+    an indexed source + stages (the next position stays on the device)."""
 
     def build() -> Callable[..., tuple[Batch, Any]]:
         def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> tuple[Batch, Any]:
@@ -86,14 +68,9 @@ def grouped_step(
     by_position: bool = False,
 ) -> Callable[..., tuple[tuple[Batch, ...], Any]]:
     """Compiled ``(state, inputs, start, epoch, key) -> ((batch, ...), next start)``: the
-    ``count`` consecutive batches from ``start``, each computed exactly as
-    :func:`indexed_step` computes it (its own batch key, stages over exactly its
-    records) — one dispatch for several small batches — and ``start + count *
-    batch_size`` on the device. ``vectorized``: the batches side by side (``jax.vmap``,
-    on CPU ~1.5-2x faster for per-record work); otherwise one after the other
-    (``jax.lax.map``, for steps ``vmap`` cannot batch). ``by_position``: the source's
-    records depend on their positions alone (the plan's ``reading.reads_by_position``),
-    so without stages the group is one read."""
+    ``count`` batches from ``start``, each exactly as :func:`indexed_step` computes it, in
+    one dispatch. ``vectorized``: ``jax.vmap``, else ``jax.lax.map``. ``by_position``:
+    without stages the group is one read."""
 
     def build() -> Callable[..., tuple[tuple[Batch, ...], Any]]:
         def step(state: Any, inputs: Any, start: Any, epoch: Any, key: Any) -> Any:
@@ -138,8 +115,7 @@ def stage_step(graphdef: Any) -> Callable[..., Batch]:
 
 def runs_step(graphdef: Any, sizes: tuple[int, ...]) -> Callable[..., Batch]:
     """Compiled ``(state, inputs, starts, epoch, key) -> batch`` gathering runs of
-    ``sizes`` records at global positions ``starts`` into one batch, then every stage
-    (a batch of a re-split share that spans two runs of positions)."""
+    ``sizes`` records at ``starts`` (a re-split share), then every stage."""
 
     def build() -> Callable[..., Batch]:
         def step(state: Any, inputs: Any, starts: Any, epoch: Any, key: Any) -> Batch:
