@@ -11,7 +11,7 @@ import pathlib
 import socket
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 import numpy as np
@@ -172,6 +172,69 @@ def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
         assert err.value.url == "s3://stopped/ds/data-00000-of-00004.array_record"
     finally:
         source.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_read_stopped_by_a_server_down_goes_on_exactly_once_it_is_back(
+        aws_env, monkeypatch, tmp_path: pathlib.Path) -> None:
+    # the same source after a RemoteStoreError, or a restore of its state, reads on from
+    # the batch that failed (before, the source raised that error again at every read)
+    pytest.importorskip("array_record")
+    boto3 = pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    folder = tmp_path / "ds"
+    write_dataset([{"i": np.int32(i)} for i in range(40)], folder, shards=4)
+    config = ArrayRecordSourceConfig(shuffle_files=True, shuffle_window=1, seed=5)
+    with ArrayRecordSourceModule(config, str(folder)) as local:
+        expected = [int(i) for _ in range(10) for i in local.get_batch(4)["i"]]
+    monkeypatch.setenv("DATARAX_RETRY_BUDGET", "4")  # the reads that succeed have room
+    port = _closed_port()
+    endpoint = f"http://127.0.0.1:{port}"
+
+    def serve() -> Any:  # moto keeps the bucket in this process across servers
+        server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        return server
+
+    def source(name: str) -> Any:
+        return ArrayRecordSourceModule(config, "s3://comeback/ds",
+                                       cache=ShardCache(tmp_path / name, max_bytes="1M"))
+
+    server = serve()
+    try:
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        client.create_bucket(Bucket="comeback")
+        for path in sorted(folder.iterdir()):
+            client.put_object(Bucket="comeback", Key=f"ds/{path.name}", Body=path.read_bytes())
+        _endpoint(monkeypatch, endpoint)
+        with source("first") as first:
+            served = [int(i) for _ in range(3) for i in first.get_batch(4)["i"]]
+            state = first.get_state()  # mid-epoch: 12 records served
+        reader = source("second")  # an empty cache: its next files must come from the store
+    finally:
+        server.stop()
+    try:
+        reader.set_state(state)
+        with pytest.raises(RemoteStoreError, match=r"cannot read 's3://comeback/ds/data-0000"):
+            reader.get_batch(4)
+        after_error = reader.get_state()
+        server = serve()
+        try:
+            rest = [int(i) for _ in range(7) for i in reader.get_batch(4)["i"]]  # the same reader
+            with source("third") as fresh:  # a restore of the state taken after the error
+                fresh.set_state(after_error)
+                restored = [int(i) for _ in range(7) for i in fresh.get_batch(4)["i"]]
+        finally:
+            server.stop()
+    finally:
+        reader.close()
+    assert served + rest == expected  # nothing served twice, nothing skipped
+    assert restored == rest
 
 
 def test_throttling_is_still_retried_within_the_budget(s3: S3, monkeypatch,

@@ -48,3 +48,25 @@ def test_a_global_shuffle_by_range_needs_no_room_for_a_file(dataset, tmp_path) -
     with pytest.raises(CacheFullError, match="is larger than the cache limit"):  # downloads
         ArrayRecordSourceModule(ArrayRecordSourceConfig(), url,
                                 cache=ShardCache(tmp_path / "whole", max_bytes=limit))
+
+
+def test_a_file_larger_than_the_cache_read_in_order_is_told_to_read_it_in_parts(
+        dataset, tmp_path) -> None:
+    folder, url, smallest = dataset
+    limit = smallest // 4
+    with pytest.raises(CacheFullError) as err:  # in order: one file at a time already
+        ArrayRecordSourceModule(ArrayRecordSourceConfig(), url,
+                                cache=ShardCache(tmp_path, max_bytes=limit))
+    message = str(err.value)
+    assert f"is larger than the cache limit of {limit} bytes" in message
+    assert "read fewer files at once" not in message  # it reads one already
+    assert message.endswith("or read the files in parts (shuffle_files=True, shuffle_window=W, "
+                            "shuffle_block='8M' downloads blocks of 8 MB: the cache then needs "
+                            "about two windows of blocks; or ArrayRecordSourceModule(..., "
+                            "ranged_reads=True) reads records by byte range and downloads no "
+                            "file).")
+    in_order = ArrayRecordSourceConfig()  # what it suggests reads through that cache
+    with ArrayRecordSourceModule(in_order, url, ranged_reads=True,
+                                 cache=ShardCache(tmp_path / "ranged", max_bytes=limit)) as remote:
+        with ArrayRecordSourceModule(in_order, folder) as local:
+            assert remote.get_batch(200)["i"].tolist() == local.get_batch(200)["i"].tolist()

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -133,6 +134,16 @@ def test_a_list_of_urls_is_listed_in_its_order_and_a_missing_one_named(
     urls = [f"{url}/{names[0]}", f"{url}/gone-1.array_record", f"{url}/gone-2.array_record"]
     with pytest.raises(RecordError, match="gone-1.array_record' does not exist"):
         list_objects(urls)
+
+
+def test_a_glob_in_a_missing_bucket_is_named_as_matching_nothing(s3: S3) -> None:
+    from datarax.storage import list_objects
+
+    pattern = f"s3://{s3.bucket}-missing/ds/data-*.array_record"
+    with pytest.raises(RecordError, match=rf"the glob pattern '{re.escape(pattern)}' matches no files: .*"
+                       r"bucket does not exist \(FileNotFoundError\); check the bucket") as info:
+        list_objects(pattern)
+    assert info.value.path == pattern
 
 
 @pytest.mark.parametrize("first", ["local", "url"])

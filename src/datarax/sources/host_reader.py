@@ -314,7 +314,11 @@ class HostReader:
         self._submit()
         if self._queued() <= 0:
             return False
-        chunk: Chunk = self._workers.take()
+        try:
+            chunk: Chunk = self._workers.take()
+        except Exception:
+            self.stop()  # its failed read stays queued: the next read starts at the position
+            raise
         self._submit()
         order = self._order
         assert order is not None

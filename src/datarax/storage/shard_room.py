@@ -55,10 +55,15 @@ class ShardRoom:
                  "a smaller shuffle_window, or shuffle_window=W instead of a global shuffle; "
                  "with shuffle_block='8M' too, windows of W blocks of 8 MB of the files, "
                  "downloaded a block at a time: the cache then needs about two windows")
+        smaller = f"read fewer {unit} at once ({fewer})"
+        if self.behind == 1 and not blocks:  # one file at a time already: read it in parts
+            smaller = ("read the files in parts (shuffle_files=True, shuffle_window=W, "
+                       "shuffle_block='8M' downloads blocks of 8 MB: the cache then needs about "
+                       "two windows of blocks; or ArrayRecordSourceModule(..., ranged_reads=True) "
+                       "reads records by byte range and downloads no file)")
         raise CacheFullError(
             f"{what}. Raise the limit to at least {need} bytes{ahead} with DATARAX_CACHE_BYTES "
-            "or the source's "
-            f"cache=ShardCache(..., max_bytes=...), or read fewer {unit} at once ({fewer}).")
+            f"or the source's cache=ShardCache(..., max_bytes=...), or {smaller}.")
 
     def _make_room(self, wanted: int, full: CacheFullError, deadline: float,
                    generation: int, seen: object) -> object:

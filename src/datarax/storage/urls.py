@@ -351,7 +351,12 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
     def one(url: str) -> list[RemoteObject]:
         fs, path = filesystem(url, storage_options, retry)
         if _GLOB.search(path):
-            found = _ask(lambda: fs.glob(path, detail=True), url, retry, stats)
+            try:
+                found = _ask(lambda: fs.glob(path, detail=True), url, retry, stats)
+            except FileNotFoundError as err:  # e.g. S3's NoSuchBucket
+                raise RecordError(f"the glob pattern '{url}' matches no files: {err} "
+                                  f"({type(err).__name__}); check the bucket, the prefix and "
+                                  "the pattern.", path=url) from err
             files = sorted((p, i) for p, i in found.items() if i.get("type", "file") != "directory")
             if not files:
                 raise RecordError(f"the glob pattern '{url}' matches no files; check the bucket, "
