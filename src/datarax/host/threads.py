@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 #: how many ``nice`` steps below the main thread read-ahead threads run (0: unchanged)
@@ -71,3 +72,19 @@ def _end_with(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(PARENT_CHECK_S)
     os._exit(1)
+
+
+def kept_across_fork(method: str) -> weakref.WeakSet[Any]:
+    """A set of live objects each of which a child of ``os.fork()`` calls ``method()`` on
+    as it starts (POSIX): the parent's threads and worker processes are not the child's, so
+    an object holding them must forget or redo their work there.
+
+    Example:
+        >>> live = kept_across_fork("forget_workers")
+        >>> len(live)
+        0
+    """
+    live: weakref.WeakSet[Any] = weakref.WeakSet()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: [getattr(o, method)() for o in list(live)])
+    return live

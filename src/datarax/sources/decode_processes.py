@@ -48,7 +48,7 @@ from datarax.errors import ConfigError, DataraxError
 from datarax.host.arrays import fresh_aligned, seal
 from datarax.host.counts import check_count
 from datarax.host.dtypes import follow_x64, x64_enabled
-from datarax.host.threads import drop_pool, end_with_parent
+from datarax.host.threads import drop_pool, end_with_parent, kept_across_fork
 
 if TYPE_CHECKING:
     from datarax.sources.chunk_reads import Chunk, ChunkReads
@@ -219,16 +219,7 @@ class DecodeProcesses:
 
 
 #: every DecodeProcesses of this process, for a child of os.fork() to forget their workers
-_LIVE: weakref.WeakSet[DecodeProcesses] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for processes in list(_LIVE):
-        processes._forget_workers()
-
-
-if hasattr(os, "register_at_fork"):  # (POSIX)
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_LIVE: weakref.WeakSet[DecodeProcesses] = kept_across_fork("_forget_workers")
 
 
 # ------------------------------------------------------------ in the worker process

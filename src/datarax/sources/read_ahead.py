@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ import numpy as np
 
 from datarax.core.cursor import SessionEnded
 from datarax.core.threads import run_behind_consumer
+from datarax.host.threads import kept_across_fork
 from datarax.sources.skip_ledger import SkipCounts
 
 __all__ = ["Chunks", "ReadBatch", "SessionCursor", "Sessions", "Workers", "program_ending"]
@@ -287,16 +287,7 @@ class Workers:
 
 
 #: every Workers of this process, for a child of os.fork() to queue their work again
-_LIVE_WORKERS: weakref.WeakSet[Workers] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for workers in list(_LIVE_WORKERS):
-        workers._queue_again_in_child()
-
-
-if hasattr(os, "register_at_fork"):  # (POSIX)
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_LIVE_WORKERS: weakref.WeakSet[Workers] = kept_across_fork("_queue_again_in_child")
 
 
 @dataclasses.dataclass
