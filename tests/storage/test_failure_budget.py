@@ -137,6 +137,15 @@ def test_a_server_that_never_answers_fails_within_the_budget(aws_env, monkeypatc
             list_objects("s3://silent/a.bin")
 
 
+def _upload(boto3: Any, endpoint: str, bucket: str, folder: pathlib.Path) -> None:
+    """A bucket on the server at ``endpoint`` holding ``folder``'s files under ``ds/``."""
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket=bucket)
+    for path in sorted(folder.iterdir()):
+        client.put_object(Bucket=bucket, Key=f"ds/{path.name}", Body=path.read_bytes())
+
+
 @pytest.mark.timeout(120)
 def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
         aws_env, monkeypatch, tmp_path: pathlib.Path) -> None:
@@ -154,11 +163,7 @@ def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
     server.start()
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                              aws_access_key_id="testing", aws_secret_access_key="testing")
-        client.create_bucket(Bucket="stopped")
-        for path in sorted(folder.iterdir()):
-            client.put_object(Bucket="stopped", Key=f"ds/{path.name}", Body=path.read_bytes())
+        _upload(boto3, endpoint, "stopped", folder)
         _endpoint(monkeypatch, endpoint)
         source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "s3://stopped/ds",
                                          cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
@@ -206,11 +211,7 @@ def test_a_read_stopped_by_a_server_down_goes_on_exactly_once_it_is_back(
 
     server = serve()
     try:
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                              aws_access_key_id="testing", aws_secret_access_key="testing")
-        client.create_bucket(Bucket="comeback")
-        for path in sorted(folder.iterdir()):
-            client.put_object(Bucket="comeback", Key=f"ds/{path.name}", Body=path.read_bytes())
+        _upload(boto3, endpoint, "comeback", folder)
         _endpoint(monkeypatch, endpoint)
         with source("first") as first:
             served = [int(i) for _ in range(3) for i in first.get_batch(4)["i"]]
