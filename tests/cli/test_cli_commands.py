@@ -757,8 +757,12 @@ def test_demo_refuses_settings_it_cannot_run(tmp_path, capsys, monkeypatch, args
 @pytest.mark.parametrize(
     ("command", "status"),
     [
-        ("scan", "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input."),
-        ("inspect", "Exit status: 0 done, 2 a bad argument or input (one line on stderr)."),
+        ("scan", "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input, 130 "
+                 "interrupted (Ctrl-C)."),
+        ("inspect", "Exit status: 0 done, 2 a bad argument or input (one line on stderr), 130 "
+                    "interrupted (Ctrl-C)."),
+        ("convert", "Exit status: 0 done, 2 a bad argument or input (one line on stderr), 130 "
+                    "interrupted (Ctrl-C; --resume finishes the run)."),
     ],
 )
 def test_command_help_says_what_it_does_and_its_exit_status(command, status, capsys):
@@ -799,6 +803,39 @@ def test_a_png_into_a_missing_folder_is_refused_before_the_run(argv, data, capsy
     assert err == (f"datarax {argv[0]}: error: {argv[2]} charts/{argv[3].split('/')[1]}: the "
                    "folder 'charts' does not exist; create it or give a path in an existing "
                    "folder.\n")
+
+
+@pytest.mark.parametrize("option", ["--grid", "--png"])
+def test_an_output_path_that_is_a_folder_is_refused_before_the_run(option, data, capsys,
+                                                                    monkeypatch):
+    command = "inspect" if option == "--grid" else "bench"
+    (data / "charts_folder").mkdir(exist_ok=True)
+    code, out, err = datarax_in_process(command, "py:nowhere:nothing", option, "charts_folder",
+                                        cwd=data, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "")  # before the module is imported
+    assert err == (f"datarax {command}: error: {option} charts_folder: that is a folder; give a "
+                   "file path, such as charts_folder/out.png.\n")
+
+
+@pytest.mark.parametrize("command", ["inspect", "scan", "bench"])
+def test_an_unquoted_glob_the_shell_expanded_is_refused_saying_to_quote_it(command, capsys):
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "d0.array_record", "d1.array_record"])  # what the shell made of d*
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"datarax {command}: error: unrecognized arguments: d1.array_record; {command} takes "
+        "one SOURCE: quote a glob ('data/*.array_record') so the shell passes it to datarax")
+
+
+@pytest.mark.parametrize("command", ["inspect", "scan", "bench"])
+def test_ctrl_c_ends_with_one_line_and_status_130(command, tmp_path, capsys, monkeypatch):
+    (tmp_path / "interrupted_cli.py").write_text(
+        "def build():\n    raise KeyboardInterrupt  # Ctrl-C while the source is built\n")
+    code, out, err = datarax_in_process(command, "py:interrupted_cli:build", cwd=tmp_path,
+                                        capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out, err) == (130, "", f"datarax {command}: interrupted.\n")  # no traceback
 
 
 def test_bench_of_a_filtered_pipeline_says_why_its_epoch_length_is_unknown(
