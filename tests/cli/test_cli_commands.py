@@ -543,8 +543,13 @@ def test_bad_arguments_are_one_line_and_exit_2(data):
          "--batch-size must be >= 1, got -2."),
         (
             ["bench", "py:pipelines_cli:pipeline", "--batches", "0"],
-            "--batches and --epochs must be >= 1.",
+            "--batches must be >= 1, got 0.",
         ),
+        (["bench", "py:pipelines_cli:pipeline", "--epochs", "0"], "--epochs must be >= 1, got 0."),
+        (["inspect", "{data}/good.array_record", "--records", "-1"],
+         "--records must be >= 0, got -1."),
+        (["inspect", "{data}/good.array_record", "--grid-records", "0"],
+         "--grid-records must be >= 1, got 0."),
     ],
 )
 def test_more_bad_arguments_in_process(data, capsys, monkeypatch, args, message):

@@ -165,8 +165,9 @@ def run_bench(
 ) -> int:
     """Open ``spec``, time it, print the report; exit status 0. ``images``: options of
     :func:`datarax.decode_images` for a dataset's image field."""
-    if batches is not None and batches < 1 or epochs is not None and epochs < 1:
-        raise ConfigError("--batches and --epochs must be >= 1.")
+    for option, value in (("--epochs", epochs), ("--batches", None if epochs else batches)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{option} must be >= 1, got {value}.")
     if png is not None:  # before the run, which the chart would otherwise throw away
         require("matplotlib", extra="cli", user="datarax bench --png")
     from datarax.pipeline import Pipeline
