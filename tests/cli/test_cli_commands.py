@@ -822,6 +822,15 @@ def test_an_output_path_that_is_a_folder_is_refused_before_the_run(option, data,
                    "file path, such as charts_folder/out.png.\n")
 
 
+def test_version_prints_the_package_version(capsys):
+    import datarax
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert (exit_.value.code, capsys.readouterr().out) == (0, f"datarax {datarax.__version__}\n")
+
+
 @pytest.mark.parametrize("command", ["inspect", "scan", "bench"])
 def test_an_unquoted_glob_the_shell_expanded_is_refused_saying_to_quote_it(command, capsys):
     from datarax.cli.main import main

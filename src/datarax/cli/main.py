@@ -25,7 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``datarax`` argument parser."""
     from datarax.storage.urls import expand_user
 
+    from datarax import __version__
+
     parser = argparse.ArgumentParser(prog="datarax", description="Data pipelines for JAX.")
+    parser.add_argument("--version", action="version", version=f"datarax {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="train a small classifier on scikit-learn's digits through a datarax pipeline",
