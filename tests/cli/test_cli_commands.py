@@ -822,6 +822,21 @@ def test_an_output_path_that_is_a_folder_is_refused_before_the_run(option, data,
                    "file path, such as charts_folder/out.png.\n")
 
 
+def test_a_store_clients_logged_tracebacks_stay_off_stderr(tmp_path, capsys, monkeypatch):
+    (tmp_path / "logging_cli.py").write_text(
+        "import logging\n"
+        "def build():\n"  # where gcsfs would log a request out of retries, with its traceback
+        "    shown = logging.getLogger('gcsfs').isEnabledFor(logging.ERROR)\n"
+        "    raise OSError(f'cannot read gs://bucket/x (gcsfs errors logged: {shown})')\n")
+    code, out, err = datarax_in_process("inspect", "py:logging_cli:build", cwd=tmp_path,
+                                        capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "")
+    assert err == "datarax inspect: error: cannot read gs://bucket/x (gcsfs errors logged: False)\n"
+    import logging
+
+    assert logging.getLogger("gcsfs").level == logging.NOTSET  # as it was before the command
+
+
 def test_version_prints_the_package_version(capsys):
     import datarax
     from datarax.cli.main import main

@@ -7,8 +7,11 @@ arguments or input end with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
+from collections.abc import Iterator
 
 SOURCE_HELP = (
     "ArrayRecord path, glob or URL (s3://bucket/data, gs://...), hf:NAME_OR_PATH[:SPLIT], "
@@ -164,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     from datarax.errors import RecordError  # (datarax.core would import JAX and Flax)
 
     try:
-        return _run(args)
+        with _quiet_loggers(_CLIENT_LOGGERS):
+            return _run(args)
     except KeyboardInterrupt:  # Ctrl-C: one line and 128 + SIGINT, no traceback
         print(f"datarax {args.command}: interrupted.", file=sys.stderr)
         return 130
@@ -192,6 +196,24 @@ def main(argv: list[str] | None = None) -> int:
             message += f" 'datarax scan {args.source}' lists every bad record."
         print(f"datarax {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+# store clients that log each failed request with its traceback: the one error line says it
+_CLIENT_LOGGERS = ("gcsfs",)
+
+
+@contextlib.contextmanager
+def _quiet_loggers(names: tuple[str, ...]) -> Iterator[None]:
+    """Only critical records of the loggers ``names`` while the command runs."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
 
 
 def _extra_paths_hint(command: str) -> str:
