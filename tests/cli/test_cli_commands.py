@@ -838,12 +838,13 @@ def test_a_store_clients_logged_tracebacks_stay_off_stderr(tmp_path, capsys, mon
 
 
 def test_version_prints_the_package_version(capsys):
-    import datarax
+    from importlib.metadata import version
+
     from datarax.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
-    assert (exit_.value.code, capsys.readouterr().out) == (0, f"datarax {datarax.__version__}\n")
+    assert (exit_.value.code, capsys.readouterr().out) == (0, f"datarax {version('datarax')}\n")
 
 
 @pytest.mark.parametrize("command", ["inspect", "scan", "bench"])

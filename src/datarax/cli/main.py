@@ -24,14 +24,22 @@ EXIT_STATUS = ("Exit status: 0 done, 2 a bad argument or input (one line on stde
                "interrupted (Ctrl-C).")
 
 
+def _installed_version() -> str:
+    """The installed distribution's version (what pip installed), as --version prints it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("datarax")
+    except PackageNotFoundError:
+        return "(not installed: run from a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``datarax`` argument parser."""
     from datarax.storage.urls import expand_user
 
-    from datarax import __version__
-
     parser = argparse.ArgumentParser(prog="datarax", description="Data pipelines for JAX.")
-    parser.add_argument("--version", action="version", version=f"datarax {__version__}")
+    parser.add_argument("--version", action="version", version=f"datarax {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="train a small classifier on scikit-learn's digits through a datarax pipeline",
