@@ -811,15 +811,19 @@ def test_a_png_into_a_missing_folder_is_refused_before_the_run(argv, data, capsy
 
 
 @pytest.mark.parametrize("option", ["--grid", "--png"])
-def test_an_output_path_that_is_a_folder_is_refused_before_the_run(option, data, capsys,
-                                                                    monkeypatch):
+@pytest.mark.parametrize(("path", "says"), [
+    ("charts_folder", "that is a folder; give a file path, such as charts_folder/out.png."),
+    ("-", "the picture is written to a file, not to stdout; give a file path, such as out.png."),
+])
+def test_an_output_path_that_is_a_folder_or_stdout_is_refused_before_the_run(
+        option, path, says, data, capsys, monkeypatch):
     command = "inspect" if option == "--grid" else "bench"
     (data / "charts_folder").mkdir(exist_ok=True)
-    code, out, err = datarax_in_process(command, "py:nowhere:nothing", option, "charts_folder",
+    code, out, err = datarax_in_process(command, "py:nowhere:nothing", option, path,
                                         cwd=data, capsys=capsys, monkeypatch=monkeypatch)
     assert (code, out) == (2, "")  # before the module is imported
-    assert err == (f"datarax {command}: error: {option} charts_folder: that is a folder; give a "
-                   "file path, such as charts_folder/out.png.\n")
+    assert err == f"datarax {command}: error: {option} {path}: {says}\n"
+    assert not (data / "-").exists()
 
 
 def test_a_store_clients_logged_tracebacks_stay_off_stderr(tmp_path, capsys, monkeypatch):

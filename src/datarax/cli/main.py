@@ -240,6 +240,9 @@ def _check_output_path(option: str, path: str) -> None:
     from datarax.errors import ConfigError
 
     folder = os.path.dirname(path) or "."
+    if path == "-":
+        raise ConfigError(f"{option} -: the picture is written to a file, not to stdout; give a "
+                          "file path, such as out.png.")
     if os.path.isdir(path):
         raise ConfigError(f"{option} {path}: that is a folder; give a file path, such as "
                           f"{os.path.join(path, 'out.png')}.")
