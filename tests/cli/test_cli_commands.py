@@ -454,6 +454,17 @@ def test_bench_text_output_names_the_bottleneck(data, capsys, monkeypatch):
     assert lines[-1] == "bottleneck: step"
 
 
+def test_bench_of_one_batch_says_it_has_no_bottleneck_to_name(data, capsys, monkeypatch):
+    code, out, err = datarax_in_process("bench", "py:pipelines_cli.py:source", "--epochs", "1",
+                                        "--batch-size", "1000", cwd=data, capsys=capsys,
+                                        monkeypatch=monkeypatch)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1] == "batches: 1  records: 100  batches per epoch: 1"
+    assert lines[3] == "records/s (after the first batch): n/a (one batch)"
+    assert lines[-1] == "bottleneck: n/a (one batch: its time is start-up, compile and wait)"
+
+
 # ---------------------------------------------------------------------- errors
 def test_bad_arguments_are_one_line_and_exit_2(data):
     """The real entry point in a new process (each costs seconds of importing JAX: the

@@ -227,7 +227,9 @@ def run_bench(
     for name, ms in stats["ms_per_batch"].items():
         if ms:
             print(f"  {name:<9} {ms:10.3f}")
-    print(f"bottleneck: {stats['bottleneck']}")
+    idle = ("n/a (one batch: its time is start-up, compile and wait)" if result["batches"] == 1
+            else "n/a (no stage timed after the first batch)")
+    print(f"bottleneck: {stats['bottleneck'] or idle}")
     if compare_floor:
         floor = result["floor"]
         print(
