@@ -454,6 +454,17 @@ def test_bench_text_output_names_the_bottleneck(data, capsys, monkeypatch):
     assert lines[-1] == "bottleneck: step"
 
 
+def test_bench_of_one_batch_says_it_has_no_bottleneck_to_name(data, capsys, monkeypatch):
+    code, out, err = datarax_in_process("bench", "py:pipelines_cli.py:source", "--epochs", "1",
+                                        "--batch-size", "1000", cwd=data, capsys=capsys,
+                                        monkeypatch=monkeypatch)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1] == "batches: 1  records: 100  batches per epoch: 1"
+    assert lines[3] == "records/s (after the first batch): n/a (one batch)"
+    assert lines[-1] == "bottleneck: n/a (one batch: its time is start-up, compile and wait)"
+
+
 # ---------------------------------------------------------------------- errors
 def test_bad_arguments_are_one_line_and_exit_2(data):
     """The real entry point in a new process (each costs seconds of importing JAX: the
@@ -543,8 +554,13 @@ def test_bad_arguments_are_one_line_and_exit_2(data):
          "--batch-size must be >= 1, got -2."),
         (
             ["bench", "py:pipelines_cli:pipeline", "--batches", "0"],
-            "--batches and --epochs must be >= 1.",
+            "--batches must be >= 1, got 0.",
         ),
+        (["bench", "py:pipelines_cli:pipeline", "--epochs", "0"], "--epochs must be >= 1, got 0."),
+        (["inspect", "{data}/good.array_record", "--records", "-1"],
+         "--records must be >= 0, got -1."),
+        (["inspect", "{data}/good.array_record", "--grid-records", "0"],
+         "--grid-records must be >= 1, got 0."),
     ],
 )
 def test_more_bad_arguments_in_process(data, capsys, monkeypatch, args, message):
@@ -757,8 +773,12 @@ def test_demo_refuses_settings_it_cannot_run(tmp_path, capsys, monkeypatch, args
 @pytest.mark.parametrize(
     ("command", "status"),
     [
-        ("scan", "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input."),
-        ("inspect", "Exit status: 0 done, 2 a bad argument or input (one line on stderr)."),
+        ("scan", "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input, 130 "
+                 "interrupted (Ctrl-C)."),
+        ("inspect", "Exit status: 0 done, 2 a bad argument or input (one line on stderr), 130 "
+                    "interrupted (Ctrl-C)."),
+        ("convert", "Exit status: 0 done, 2 a bad argument or input (one line on stderr), 130 "
+                    "interrupted (Ctrl-C; --resume finishes the run)."),
     ],
 )
 def test_command_help_says_what_it_does_and_its_exit_status(command, status, capsys):
@@ -799,6 +819,68 @@ def test_a_png_into_a_missing_folder_is_refused_before_the_run(argv, data, capsy
     assert err == (f"datarax {argv[0]}: error: {argv[2]} charts/{argv[3].split('/')[1]}: the "
                    "folder 'charts' does not exist; create it or give a path in an existing "
                    "folder.\n")
+
+
+@pytest.mark.parametrize("option", ["--grid", "--png"])
+@pytest.mark.parametrize(("path", "says"), [
+    ("charts_folder", "that is a folder; give a file path, such as charts_folder/out.png."),
+    ("-", "the picture is written to a file, not to stdout; give a file path, such as out.png."),
+])
+def test_an_output_path_that_is_a_folder_or_stdout_is_refused_before_the_run(
+        option, path, says, data, capsys, monkeypatch):
+    command = "inspect" if option == "--grid" else "bench"
+    (data / "charts_folder").mkdir(exist_ok=True)
+    code, out, err = datarax_in_process(command, "py:nowhere:nothing", option, path,
+                                        cwd=data, capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "")  # before the module is imported
+    assert err == f"datarax {command}: error: {option} {path}: {says}\n"
+    assert not (data / "-").exists()
+
+
+def test_a_store_clients_logged_tracebacks_stay_off_stderr(tmp_path, capsys, monkeypatch):
+    (tmp_path / "logging_cli.py").write_text(
+        "import logging\n"
+        "def build():\n"  # where gcsfs would log a request out of retries, with its traceback
+        "    shown = logging.getLogger('gcsfs').isEnabledFor(logging.ERROR)\n"
+        "    raise OSError(f'cannot read gs://bucket/x (gcsfs errors logged: {shown})')\n")
+    code, out, err = datarax_in_process("inspect", "py:logging_cli:build", cwd=tmp_path,
+                                        capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out) == (2, "")
+    assert err == "datarax inspect: error: cannot read gs://bucket/x (gcsfs errors logged: False)\n"
+    import logging
+
+    assert logging.getLogger("gcsfs").level == logging.NOTSET  # as it was before the command
+
+
+def test_version_prints_the_package_version(capsys):
+    from importlib.metadata import version
+
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert (exit_.value.code, capsys.readouterr().out) == (0, f"datarax {version('datarax')}\n")
+
+
+@pytest.mark.parametrize("command", ["inspect", "scan", "bench"])
+def test_an_unquoted_glob_the_shell_expanded_is_refused_saying_to_quote_it(command, capsys):
+    from datarax.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "d0.array_record", "d1.array_record"])  # what the shell made of d*
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"datarax {command}: error: unrecognized arguments: d1.array_record; {command} takes "
+        "one SOURCE: quote a glob ('data/*.array_record') so the shell passes it to datarax")
+
+
+@pytest.mark.parametrize("command", ["inspect", "scan", "bench"])
+def test_ctrl_c_ends_with_one_line_and_status_130(command, tmp_path, capsys, monkeypatch):
+    (tmp_path / "interrupted_cli.py").write_text(
+        "def build():\n    raise KeyboardInterrupt  # Ctrl-C while the source is built\n")
+    code, out, err = datarax_in_process(command, "py:interrupted_cli:build", cwd=tmp_path,
+                                        capsys=capsys, monkeypatch=monkeypatch)
+    assert (code, out, err) == (130, "", f"datarax {command}: interrupted.\n")  # no traceback
 
 
 def test_bench_of_a_filtered_pipeline_says_why_its_epoch_length_is_unknown(

@@ -425,6 +425,21 @@ def test_a_catalog_dataset_not_prepared_in_data_dir_says_not_prepared(tmp_path):
     )
 
 
+def test_a_dataset_not_prepared_in_the_default_data_dir_says_not_prepared(tmp_path,
+                                                                          monkeypatch):
+    # TFDS answers 'unknown split' (of none) when the default folder holds no copy
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "empty"))  # TFDS's default data_dir
+    with pytest.raises(DataraxError) as err:
+        TFDSStreamingSource(TFDSStreamingConfig(name="mnist", split="test", download=False))
+    assert str(err.value) == (
+        "TFDSStreamingSource: dataset 'mnist' is not prepared in the default data_dir, and "
+        "download=False reads only what is prepared. Point data_dir= at the folder holding "
+        "it, or prepare it there (tfds.builder('mnist').download_and_prepare("
+        "file_format='array_record'))."
+    )
+
+
 def test_tfrecord_only_dataset(tfrecord_dir):
     with pytest.raises(DataraxError) as err:
         TFDSStreamingSource(TFDSStreamingConfig(name="datarax_tiny", data_dir=tfrecord_dir, download=False))

@@ -165,8 +165,9 @@ def run_bench(
 ) -> int:
     """Open ``spec``, time it, print the report; exit status 0. ``images``: options of
     :func:`datarax.decode_images` for a dataset's image field."""
-    if batches is not None and batches < 1 or epochs is not None and epochs < 1:
-        raise ConfigError("--batches and --epochs must be >= 1.")
+    for option, value in (("--epochs", epochs), ("--batches", None if epochs else batches)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{option} must be >= 1, got {value}.")
     if png is not None:  # before the run, which the chart would otherwise throw away
         require("matplotlib", extra="cli", user="datarax bench --png")
     from datarax.pipeline import Pipeline
@@ -226,7 +227,9 @@ def run_bench(
     for name, ms in stats["ms_per_batch"].items():
         if ms:
             print(f"  {name:<9} {ms:10.3f}")
-    print(f"bottleneck: {stats['bottleneck']}")
+    idle = ("n/a (one batch: its time is start-up, compile and wait)" if result["batches"] == 1
+            else "n/a (no stage timed after the first batch)")
+    print(f"bottleneck: {stats['bottleneck'] or idle}")
     if compare_floor:
         floor = result["floor"]
         print(

@@ -13,7 +13,9 @@ _DESCRIPTION = """\
 Write data on disk as a self-describing ArrayRecord dataset: shards plus
 datarax_dataset.json, which ArrayRecordSourceModule reads with no decode function.
 Records keep the source's order; a bad record stops the conversion naming its file,
-row and field (or is skipped and listed with --on-error skip)."""
+row and field (or is skipped and listed with --on-error skip).
+Exit status: 0 done, 2 a bad argument or input (one line on stderr), 130
+interrupted (Ctrl-C; --resume finishes the run)."""
 
 _EXAMPLES = """\
 examples:

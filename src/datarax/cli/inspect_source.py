@@ -167,8 +167,10 @@ def run_inspect(
     as_json: bool = False,
 ) -> int:
     """Print the report (text, or one JSON object) and write the grid; exit status 0."""
-    if records < 0 or grid_records < 1:
-        raise ConfigError("--records must be >= 0 and --grid-records >= 1.")
+    if records < 0:
+        raise ConfigError(f"--records must be >= 0, got {records}.")
+    if grid_records < 1:
+        raise ConfigError(f"--grid-records must be >= 1, got {grid_records}.")
     source = target.source
     info = getattr(source, "dataset_info", None)
     if not isinstance(info, DatasetInfo):

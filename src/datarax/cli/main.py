@@ -7,8 +7,11 @@ arguments or input end with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
+from collections.abc import Iterator
 
 SOURCE_HELP = (
     "ArrayRecord path, glob or URL (s3://bucket/data, gs://...), hf:NAME_OR_PATH[:SPLIT], "
@@ -17,7 +20,18 @@ SOURCE_HELP = (
 )
 
 
-EXIT_STATUS = "Exit status: 0 done, 2 a bad argument or input (one line on stderr)."
+EXIT_STATUS = ("Exit status: 0 done, 2 a bad argument or input (one line on stderr), 130 "
+               "interrupted (Ctrl-C).")
+
+
+def _installed_version() -> str:
+    """The installed distribution's version (what pip installed), as --version prints it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("datarax")
+    except PackageNotFoundError:
+        return "(not installed: run from a source tree)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     from datarax.storage.urls import expand_user
 
     parser = argparse.ArgumentParser(prog="datarax", description="Data pipelines for JAX.")
+    parser.add_argument("--version", action="version", version=f"datarax {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="train a small classifier on scikit-learn's digits through a datarax pipeline",
@@ -98,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     scan = commands.add_parser(
         "scan", help="read every record once; list bad records; exit 1 if any",
         description="Read every record once and list each bad one (file, index, cause). "
-        "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input.",
+        "Exit status: 0 all records good, 1 any bad, 2 a bad argument or input, 130 "
+        "interrupted (Ctrl-C).",
     )
     source_options(scan)
     scan.add_argument("--batch-size", type=int, default=256,
@@ -150,9 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv[:cut])
     if unknown:
-        hint = ("; convert takes one SRC and one DST: quote a glob ('data/*.csv') so the shell "
-                "passes it to datarax, or give the folder" if args.command == "convert" and
-                not any(u.startswith("-") for u in unknown) else "")
+        hint = _extra_paths_hint(args.command) if not any(u.startswith("-") for u in unknown) else ""
         args.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     args.passthrough = argv[cut + 1:]
     if args.passthrough and args.command != "convert":
@@ -161,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     from datarax.errors import RecordError  # (datarax.core would import JAX and Flax)
 
     try:
-        return _run(args)
+        with _quiet_loggers(_CLIENT_LOGGERS):
+            return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line and 128 + SIGINT, no traceback
+        print(f"datarax {args.command}: interrupted.", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # the reader went away (`... | head`): end quietly, as SIGPIPE would (128 + 13)
         try:
@@ -188,6 +206,54 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+# store clients that log each failed request with its traceback: the one error line says it
+_CLIENT_LOGGERS = ("gcsfs",)
+
+
+@contextlib.contextmanager
+def _quiet_loggers(names: tuple[str, ...]) -> Iterator[None]:
+    """Only critical records of the loggers ``names`` while the command runs."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
+
+
+def _extra_paths_hint(command: str) -> str:
+    """What to do when the shell expanded an unquoted glob into several paths."""
+    if command == "convert":
+        return ("; convert takes one SRC and one DST: quote a glob ('data/*.csv') so the shell "
+                "passes it to datarax, or give the folder")
+    if command in ("inspect", "scan", "bench"):
+        return (f"; {command} takes one SOURCE: quote a glob ('data/*.array_record') so the "
+                "shell passes it to datarax")
+    return ""
+
+
+def _check_output_path(option: str, path: str) -> None:
+    """Refuse an output file that cannot be written now, not after the whole run."""
+    from datarax.errors import ConfigError
+
+    folder = os.path.dirname(path) or "."
+    if path == "-":
+        raise ConfigError(f"{option} -: the picture is written to a file, not to stdout; give a "
+                          "file path, such as out.png.")
+    if os.path.isdir(path):
+        raise ConfigError(f"{option} {path}: that is a folder; give a file path, such as "
+                          f"{os.path.join(path, 'out.png')}.")
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{option} {path}: the folder '{folder}' does not exist; create "
+                          "it or give a path in an existing folder.")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{option} {path}: the folder '{folder}' is not writable; give a "
+                          "path in a folder you can write to.")
+
+
 def _run(args: argparse.Namespace) -> int:
     from datarax.errors import ConfigError
 
@@ -195,10 +261,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}.")
     for option in ("--grid", "--png"):
         path = getattr(args, option[2:], None)
-        folder = os.path.dirname(path) if path else ""
-        if folder and not os.path.isdir(folder):  # found now, not after the whole run
-            raise ConfigError(f"{option} {path}: the folder '{folder}' does not exist; create "
-                              "it or give a path in an existing folder.")
+        if path:
+            _check_output_path(option, path)
     if args.command == "demo":
         from datarax.cli.demo import run_demo
 

@@ -144,6 +144,8 @@ def _split_is_empty(tfds: Any, config: TFDSConfig, where: str) -> bool:
 def unknown_split(tfds: Any, config: TFDSConfig, where: str) -> DataraxError:
     info = open_builder(tfds, config, where).info
     names = sorted(str(s) for s in info.splits.keys())
+    if not names and not config.download:  # no split at all: nothing prepared there
+        return not_prepared(config, where)
     return DataraxError(
         f"{where}: split {config.split!r} is not in dataset {config.name!r}; its splits "
         f"are {names}."
