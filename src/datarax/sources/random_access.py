@@ -250,6 +250,10 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         """Fields, per-record shapes and dtypes, from decoding the first record."""
         return _reworded(self, self.host_reader.element_spec)
 
+    def known_spec(self) -> dict[str, Any] | None:
+        """The spec if a record was decoded already (for ``repr``), else None: reads nothing."""
+        return None if self.__reader is None else self.__reader.known_spec()
+
     def skipped_records(self) -> list[SkippedRecord]:
         """Records dropped under ``on_error="skip"`` so far: where they are and why."""
         return self.host_reader.skipped_records()
