@@ -540,3 +540,24 @@ def test_close_epoch_stops_each_host_childs_read_ahead_and_keeps_the_positions()
     fresh = MixSource({"a": memory(0, 40), "b": Rows(100, 140)}, {"a": 1, "b": 1})
     assert [np.asarray(b["id"]).tolist() for b in (batch, nxt)] == [
         np.asarray(fresh.get_batch_with_indices(8)[0]["id"]).tolist() for _ in range(2)]
+
+
+def _wide_mix(weights: dict[str, int], per_epoch: int) -> MixSource:
+    sources = {k: MemorySource(MemorySourceConfig(), data={"x": np.arange(8, dtype=np.int32)})
+               for k in weights}
+    return MixSource(sources, weights=weights, records_per_epoch=per_epoch, seed=0)
+
+
+def test_a_compiled_epoch_whose_stable_indices_span_past_2_to_the_32_is_refused() -> None:
+    # index = draw * 3 + source: 'a' drawn ~98% of 2**31 - 1 times spans ~6.3e9 indices,
+    # and a compiled step keys on 32 bits, so records 2**32 apart would share a key
+    mix = _wide_mix({"a": 98, "b": 1, "c": 1}, 2**31 - 1)
+    with pytest.raises(ConfigError, match=r"draws 'a' up to 2104533975 times.*"
+                       r"spans 6313601925 indices, past 2\*\*32.*"
+                       r"no source is drawn more than 1431655765 times"):
+        next(iter(Pipeline(source=mix, stages=[], batch_size=4, seed=0)))
+    # equal weights over two: 2**30 draws each, 2**31 indices: read
+    fine = _wide_mix({"a": 1, "b": 1}, 2**31 - 1)
+    assert fine.record_indices_at(0, 4).tolist() == [1, 0, 3, 2]
+    assert next(iter(Pipeline(source=fine, stages=[], batch_size=4, seed=0)))["x"].tolist() == [
+        0, 0, 1, 1]

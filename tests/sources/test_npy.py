@@ -418,3 +418,18 @@ def test_a_float64_value_past_float32_names_float32_as_the_type_to_save(tmp_path
         "inf. Enable x64 with jax.config.update('jax_enable_x64', True), scale the values, or "
         "save the shards as float32. The record is otherwise readable")
     source.close()
+
+
+@pytest.mark.parametrize("read_before", [False, True])
+def test_every_read_after_close_is_refused_as_array_record_refuses_it(tmp_path, read_before):
+    # before: a source closed before its first read built a fresh reader and read on,
+    # and source[i] read on after close either way
+    np.save(tmp_path / "x.npy", np.arange(6, dtype=np.int32))
+    source = NpySource(NpySourceConfig(paths={"x": str(tmp_path / "x.npy")}))
+    if read_before:
+        assert source.get_batch(2)["x"].tolist() == [0, 1]
+    source.close()
+    for read in (lambda: source[1], lambda: source.get_batch(2), lambda: next(iter(source))):
+        with pytest.raises(RuntimeError, match="NpySource is closed; build a new source"):
+            read()
+    source.close()  # twice is fine

@@ -18,6 +18,7 @@ from datarax.text import (
     PackedTextSource,
     TextTokenizer,
 )
+from datarax.text.mixing import draw_edges
 
 
 def _corpus(tag: int, size: int):
@@ -296,3 +297,18 @@ def test_numpy_ints_are_taken_as_the_same_ints() -> None:
     assert tok.encode("x").tolist() == [9, 1, 2]
     with pytest.raises(ConfigError, match="documents_per_epoch must be an int >= 1, got 500.0"):
         _mix(per_epoch=500.0)
+
+
+def test_a_corpus_of_weight_0_is_never_drawn_even_last() -> None:
+    # shares of 1/3 round to a sum just below 1: the sliver [0.999999999999, 1) must not
+    # go to the weight-0 corpus after them
+    mix = MixedDocuments(
+        {n: _corpus(i + 1, 5) for i, n in enumerate("abcz")},
+        {"a": 1, "b": 1, "c": 1, "z": 0}, documents_per_epoch=10)
+    edges = draw_edges(mix.weights)
+    top = np.nextafter(1.0, 0.0)
+    assert np.searchsorted(edges, [0.0, top], side="right").tolist() == [0, 2]
+    assert edges.tolist()[2:] == [1.0, 1.0]
+    first = MixedDocuments({"z": _corpus(1, 5), "a": _corpus(2, 5)}, {"z": 0, "a": 1},
+                           documents_per_epoch=50)
+    assert {int(d) // 100_000_000 for d in first.read(0, 0)} == {2}

@@ -27,6 +27,7 @@ from datarax.core.module import DataraxModule, HostState
 from datarax.core.position import SourcePosition
 from datarax.core.share import Share
 from datarax.core.source_copy import deepcopy_module
+from datarax.core.source_repr import source_repr
 from datarax.typing import Batch
 
 if TYPE_CHECKING:
@@ -263,6 +264,9 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
             hint = _NO_BASE_INIT.format(name=type(self).__name__)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}"
                              + (f": {hint}" if hint else ""), name=name, obj=self)
+
+    def __repr__(self) -> str:
+        return source_repr(self)
 
     # ---------------------------------------------------------------- resources
     def close(self) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from datarax.core import children as common
 from datarax.core.data_source import skipping_setting
 from datarax.core.errors import ConfigError, SourceContractError
@@ -45,3 +47,24 @@ def check_children(names: list[str], children: list[Any], mode: str) -> None:
             raise ConfigError(f"MixSource source '{name}' holds no records.")
     check_same_fields("MixSource", [f"source '{n}'" for n in names],
                       [checked_spec(c) for c in children], "mixed", "mixing")
+
+
+def check_compiled_keys(schedule: Any, names: tuple[str, ...], per_epoch: int | None) -> None:
+    """Refuse a compiled read of an epoch whose records' stable indices (``draw * sources
+    + source``) span more than ``2**32``: a compiled step keys a record on 32 bits of its
+    index, so two records of one epoch would get the same random key."""
+    if per_epoch is None:
+        return
+    n = len(names)
+    most = schedule.max_counts(per_epoch)
+    top = int(np.argmax(most))
+    if int(most[top]) * n <= 2**32:
+        return
+    raise ConfigError(
+        f"MixSource: an epoch of {per_epoch} records draws '{names[top]}' up to "
+        f"{int(most[top])} times, and a record's stable index is its draw times {n} "
+        f"sources plus its source's place: the epoch spans {int(most[top]) * n} indices, past "
+        "2**32, and a compiled pass keys each record on 32 bits of its index, so records "
+        "2**32 apart would get the same random key. Give records_per_epoch small enough "
+        f"that no source is drawn more than {2**32 // n} times in an epoch."
+    )

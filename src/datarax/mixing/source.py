@@ -51,7 +51,7 @@ from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, reading_of
 from datarax.core.spec import checked_spec
 from datarax.host.counts import check_count, python_ints
-from datarax.mixing.checks import check_children
+from datarax.mixing.checks import check_children, check_compiled_keys
 from datarax.mixing.child_reads import ChildReads, interleave
 from datarax.mixing.sampling import sampled_records
 from datarax.mixing.schedule import MixSchedule
@@ -256,6 +256,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 
     def record_indices_at(self, start: Any, size: int, key: Any | None = None) -> Any:
         """``draw * num_sources + source`` of each record (traceable)."""
+        check_compiled_keys(self.schedule, self.names, self.__length)
         owners, draws = self.schedule.owners_and_draws_jnp(start, size)
         return draws * len(self.sources) + owners
 
@@ -267,6 +268,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     ) -> tuple[Batch, Any]:
         """Records ``start .. start + size - 1`` of the mixture, all sources indexed (traceable)."""
         jnp = jax.numpy
+        check_compiled_keys(self.schedule, self.names, self.__length)
         owners, draws = self.schedule.owners_and_draws_jnp(start, size)
         indices = draws * len(self.sources) + owners
         if self.config.mode == "sampling":

@@ -152,6 +152,12 @@ class Pipeline(nnx.Module):
 
     __deepcopy__ = deepcopy_module  # an independent copy, as nnx.clone (core/source_copy.py)
 
+    def __repr__(self) -> str:
+        stages = ", ".join(type(s).__name__ for s in getattr(self, "stages", ()))
+        plan = getattr(self, "plan", None)
+        return (f"Pipeline(batch_size={getattr(plan, 'batch_size', '?')}, stages=[{stages}], "
+                f"source={getattr(self, 'source', None)!r})")
+
     def __anchor(self) -> Any:
         return self.source.datarax_position.index_var
 

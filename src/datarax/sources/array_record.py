@@ -329,7 +329,6 @@ class ArrayRecordSourceModule(RandomAccessSource):
             learn_in_first_read=remote is not None,  # record 0 read with the first batch
         ))
         self._length = total
-        self._closed = False
 
     def __len__(self) -> int:
         return self._length
@@ -412,10 +411,6 @@ class ArrayRecordSourceModule(RandomAccessSource):
             return out
         head = self._data.head.stats() if self._data.head is not None else {}
         return {**(out or {}), "storage": {**self._remote.stats(), **head}}
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:

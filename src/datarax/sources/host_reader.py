@@ -193,6 +193,11 @@ class HostReader:
             self._reads.learn_first(self.name, self.where, self.record_error)
         return dict(self._records.spec)
 
+    def known_spec(self) -> dict[str, Any] | None:
+        """The per-record spec if a record was decoded already, else None (reads nothing)."""
+        spec = self._records.spec
+        return None if spec is None else dict(spec)
+
     def check_decoded(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
         """Check a decoded record against the structure a pass serves (the first readable
         record's, learned here if not yet): a record a pass would refuse raises."""

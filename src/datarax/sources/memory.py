@@ -296,6 +296,10 @@ class MemorySource(IndexedSource):
         ``get_batch_at`` to compare them."""
         return type(self).element_spec is MemorySource.element_spec and self.reads_by_position()
 
+    def known_spec(self) -> dict[str, Any]:
+        """The spec, from the columns held (for ``repr``)."""
+        return self.element_spec()
+
     def element_spec(self) -> dict[str, Any]:
         device = _map(array_to_spec_strip_leading, self.__store.shaped_specs())
         return self.__store.merge_specs(device)

@@ -131,6 +131,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         self.__build_reader: Callable[[], HostReader] | None = None
         self.__reader_options = (num_threads, read_ahead)
         self.__resplit = _Resplit()
+        self._closed = False  # close() ends reading: later reads raise (_check_open)
 
     # ------------------------------------------------------------------ hooks
     def __len__(self) -> int:  # pragma: no cover - abstract
@@ -208,6 +209,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
                 name=type(self).__name__,
                 cast_float64=self._cast_float64(),
             )
+            if self._closed:  # built after close() (for stats, say): it reads nothing
+                self.__reader.close()
         return self.__reader
 
     def _cast_float64(self) -> bool:
@@ -246,6 +249,10 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
     def element_spec(self) -> dict[str, Any]:
         """Fields, per-record shapes and dtypes, from decoding the first record."""
         return _reworded(self, self.host_reader.element_spec)
+
+    def known_spec(self) -> dict[str, Any] | None:
+        """The spec if a record was decoded already (for ``repr``), else None: reads nothing."""
+        return None if self.__reader is None else self.__reader.known_spec()
 
     def skipped_records(self) -> list[SkippedRecord]:
         """Records dropped under ``on_error="skip"`` so far: where they are and why."""
@@ -375,7 +382,9 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         return concat_batches(parts)
 
     def _check_open(self) -> None:
-        """Raise if the source can no longer read (default: the reader says so)."""
+        """Raise once :meth:`close` ran: a pass, a batch or ``source[i]`` alike."""
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
 
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next batch of this epoch (None when it is done)."""
@@ -407,7 +416,8 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
             self.__reader.stop()
 
     def close(self) -> None:
-        """Stop the reader threads."""
+        """Stop the reader threads; every later read raises (build a new source)."""
+        self._closed = True
         if self.__reader is not None:
             self.__reader.close()
 

@@ -21,6 +21,17 @@ from datarax.text.documents import as_reader, close_reader, reader_settings
 BLOCK = 1 << 16
 
 
+def draw_edges(shares: np.ndarray) -> np.ndarray:
+    """Upper edge of each corpus's slice of ``[0, 1)``; a corpus of share 0 gets none.
+
+    The edges from the last corpus of nonzero share on are 1.0, so rounding never hands a
+    trailing weight-0 corpus the sliver below 1.
+    """
+    edges = np.cumsum(shares)
+    edges[int(np.flatnonzero(shares > 0)[-1]):] = 1.0
+    return edges
+
+
 class MixedDocuments:
     """Documents from ``corpora`` mixed by ``weights``; a pass is ``documents_per_epoch`` draws.
 
@@ -76,8 +87,7 @@ class MixedDocuments:
         self.readers = [as_reader(corpora[n], f"MixedDocuments corpus '{n}'") for n in self.names]
         w = np.array([float(weights[n]) for n in self.names])
         self.weights = np.round(w / w.sum(), 12)  # shares: 4:2 and 2:1 draw alike
-        self._edges = np.cumsum(self.weights)
-        self._edges[-1] = 1.0
+        self._edges = draw_edges(self.weights)
         self.documents_per_epoch = documents_per_epoch
         self.seed = seed
         self._sizes: list[int] | None = None

@@ -166,6 +166,10 @@ class PackedTextSource(StreamSource):
         fields = FIELDS + (("document_index",) if self.config.with_document_index else ())
         return {f: jax.ShapeDtypeStruct((self.config.seq_len,), jnp.int32) for f in fields}
 
+    def known_spec(self) -> dict[str, Any]:
+        """The spec (for ``repr``): known without reading further."""
+        return self.element_spec()
+
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next (at most) ``batch_size`` packed rows of the pass, or None at its end."""
         return self.get_batch_with_indices(batch_size)[0]

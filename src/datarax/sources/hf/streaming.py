@@ -125,6 +125,10 @@ class HFStreamingSource(SkipCounts, StreamSource):
         """Fields, per-record shapes and dtypes (text: ``TextSpec``), from the first chunk."""
         return dict(self._spec)
 
+    def known_spec(self) -> dict[str, Any]:
+        """The spec (for ``repr``): known without reading further."""
+        return self.element_spec()
+
     def get_batch(self, batch_size: int) -> Batch | None:
         """The next batch of the current pass (None at its end)."""
         return self.get_batch_with_indices(batch_size)[0]

@@ -80,7 +80,6 @@ class TFDSStreamingSource(RandomAccessSource):
             name=where,
         ))
         self._length = length
-        self._closed = False
 
     def __len__(self) -> int:
         return self._length
@@ -95,15 +94,6 @@ class TFDSStreamingSource(RandomAccessSource):
     def decode(self, raw: Any) -> Mapping[str, Any]:
         """One raw record through the split's feature decoder (the batches' decode)."""
         return self._decoder(raw)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is closed; build a new source.")
-
-    def close(self) -> None:
-        """Stop the reader threads; later reads are refused."""
-        self._closed = True
-        super().close()
 
     def _reword_error(self, err: RecordError) -> RecordError:
         where, config = "TFDSStreamingSource", self.config
