@@ -3815,6 +3815,20 @@ case("npy-float64-past-float32", VD, "NpySource(cast_float64=True) over a float6
     _npy_float64_overflow)
 
 
+def _read_closed_npy(tmp: Path) -> Any:
+    from datarax.sources import NpySource, NpySourceConfig
+
+    np.save(tmp / "x.npy", np.arange(4, dtype=np.int32))
+    source = NpySource(NpySourceConfig(paths={"x": str(tmp / "x.npy")}))
+    source.close()
+    return source[1]
+
+
+case("npy-read-after-close", "Reading: raw ArrayRecord records, a shared cache folder",
+     "source[1] of an NpySource after close()", RuntimeError,
+     "NpySource is closed; build a new source.")(_read_closed_npy)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
