@@ -256,6 +256,19 @@ def test_the_size_cap_removes_the_least_recently_used(store, monkeypatch):
     assert len(left) == 1 and left[0].name != first.name
 
 
+def test_a_write_cut_off_long_ago_is_removed_and_one_under_way_is_kept(store):
+    step = compiled_store.stored_jit(_affine)
+    step(np.arange(2, dtype=np.float32), np.float32(1))
+    cut_off, under_way = store / ".tmp-cutoff", store / ".tmp-underway"
+    cut_off.write_bytes(b"x" * 1000)  # a process killed inside a write left it
+    under_way.write_bytes(b"y")
+    os.utime(cut_off, (1, 1))  # in 1970: far older than STALE_TEMP_SECONDS
+    step(np.arange(3, dtype=np.float32), np.float32(1))  # a second program: a write
+    assert sorted(p.name for p in store.iterdir() if not p.name.endswith(".exe")) == [
+        ".tmp-underway"]
+    assert len(_entries(store)) == 2
+
+
 def test_threads_asking_for_one_program_compile_it_once(store):
     step = compiled_store.stored_jit(_affine)
     x, a = np.arange(7, dtype=np.float32), np.float32(2)

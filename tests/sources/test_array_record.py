@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import pathlib
 import threading
+import weakref
 
 import jax
 import numpy as np
@@ -460,3 +462,20 @@ def test_text_a_decode_returns_comes_through_a_pipeline_as_lists_of_str(files):
     first = next(iter(Pipeline(source=source, stages=[upper], batch_size=4)))
     assert first["name"] == ["RECORD-0", "RECORD-1", "RECORD-2", "RECORD-3"]
     assert first["tag"] == ["t0", "t1", "t2", "t3"]
+
+
+def test_a_dropped_source_is_freed_at_once_with_its_reader(files):
+    """No reference cycle through the reader: a pipeline dropped in a notebook ends its
+    read-ahead (and decode processes) at once, not at the garbage collector's next run."""
+    gc.collect()
+    gc.disable()
+    try:
+        source = make(files, shuffle_files=True, seed=1)
+        pipeline = Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0))
+        with iter(pipeline) as it:
+            assert len(ids(next(it))) == 4
+        freed = weakref.ref(source)
+        del source, pipeline, it
+        assert freed() is None
+    finally:
+        gc.enable()

@@ -26,6 +26,7 @@ import platform
 import stat
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -49,6 +50,9 @@ COMPILER_OPTIONS: dict[str, dict[str, Any]] = {
     "cpu": {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}}
 DEFAULT_CAP_BYTES = 512 * 2**20
 _FORMAT = b"datarax-compiled-1\n"
+_TEMP_PREFIX = ".tmp-"
+#: a temporary file older than this (seconds) is one a killed write left: removed
+STALE_TEMP_SECONDS = 3600
 #: JAX settings a thread may set for itself that change what a function lowers to
 LOWERING_SETTINGS = (
     "jax_enable_x64", "jax_default_device", "jax_default_matmul_precision",
@@ -263,7 +267,7 @@ def _store(folder: Path, path: Path, compiled: Any) -> None:
         return
     data = _FORMAT + hashlib.sha256(payload).digest() + payload
     try:
-        handle, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+        handle, temp = tempfile.mkstemp(dir=folder, prefix=_TEMP_PREFIX)
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
@@ -293,14 +297,21 @@ def cap_bytes() -> int:
 
 
 def _trim(folder: Path, keep: Path) -> None:
-    """Remove the least recently used entries but ``keep`` until the folder fits the cap."""
+    """Remove the least recently used entries but ``keep`` until the folder fits the cap,
+    and temporary files a process ended inside a write left (older than an hour)."""
     entries = []
+    stale = time.time() - STALE_TEMP_SECONDS
     for entry in os.scandir(folder):
-        if entry.name.endswith(".exe") and entry.name != keep.name:
-            try:
-                info = entry.stat()
-            except OSError:
-                continue
+        is_temp = entry.name.startswith(_TEMP_PREFIX)
+        if not (entry.name.endswith(".exe") or is_temp) or entry.name == keep.name:
+            continue
+        try:
+            info = entry.stat()
+            if is_temp and info.st_mtime < stale:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+        if not is_temp:
             entries.append((info.st_mtime, info.st_size, entry.path))
     total = sum(size for _, size, _ in entries) + keep.stat().st_size
     cap = cap_bytes()

@@ -317,7 +317,9 @@ class ArrayRecordSourceModule(RandomAccessSource):
             self._data,
             self._decode,
             decode_batch=decode_batch,
-            locate=self.locate,
+            # not self.locate: the reader (its decode processes) would keep the source
+            # alive in a cycle, ended only by the garbage collector
+            locate=functools.partial(_locate, self._files, self._ends),
             num_threads=num_threads,
             read_ahead=read_ahead,
             max_chunk=window_chunk(remote, blocks, config.shuffle_window),
@@ -348,9 +350,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
 
     def locate(self, index: int) -> tuple[str, int]:
         """``(file, index_in_file)`` of stable record ``index``."""
-        f = bisect.bisect_right(self._ends, int(index))
-        start = self._ends[f - 1] if f > 0 else 0
-        return self._files[f], int(index) - start
+        return _locate(self._files, self._ends, index)
 
     # ---------------------------------------------------------------- hooks
     def read_records(self, indices: Sequence[int]) -> list[bytes]:
@@ -458,3 +458,10 @@ class ArrayRecordSourceModule(RandomAccessSource):
             super().close()
         finally:
             self._data.close()
+
+
+def _locate(files: Sequence[str], ends: Sequence[int], index: int) -> tuple[str, int]:
+    """``(file, index_in_file)`` of stable record ``index`` over files ending at ``ends``."""
+    f = bisect.bisect_right(ends, int(index))
+    start = ends[f - 1] if f > 0 else 0
+    return files[f], int(index) - start
