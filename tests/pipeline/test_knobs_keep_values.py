@@ -3,7 +3,7 @@ of every field) and the same state over two epochs whatever the knob. Pinned her
 pipeline's ``prefetch``, the compiled-step store off (``DATARAX_COMPILE_CACHE=0``),
 compiling ahead on (``DATARAX_COMPILE_AHEAD=1``; the tests default it off), over a
 filter first, stochastic image operators and a text field; and an ArrayRecord source's
-``num_threads`` / ``read_ahead`` under the same stages. ``stages_on``,
+``num_threads`` / ``read_ahead`` and the filter's ``on_host`` under the same stages. ``stages_on``,
 ``decode_processes`` and ``seed=`` vs ``rngs=`` have their own tests
 (tests/devices/test_stages_on.py, tests/sources/test_decode_processes.py,
 tests/pipeline/test_seed.py)."""
@@ -32,8 +32,8 @@ def noisy(el: Any, key: Any) -> Any:
     return el.update_data({"noise": jax.random.randint(key, (), 0, 1000)})
 
 
-def stages() -> list[Any]:
-    return [FilterOperator(predicate=lambda el: el.data["label"] % 3 != 0),
+def stages(on_host: bool = False) -> list[Any]:
+    return [FilterOperator(predicate=lambda el: el.data["label"] % 3 != 0, on_host=on_host),
             ElementOperator(ElementOperatorConfig(stochastic=True), fn=noisy),
             HorizontalFlip(probability=0.5), RandomCrop(4), Cutout(2)]
 
@@ -98,17 +98,17 @@ def test_a_knob_serves_the_same_batches(knob, kind, monkeypatch):
     assert len(got) == 2 + 2 * 4  # 15 records kept of 23: 4 batches an epoch
 
 
-def test_reader_threads_and_read_ahead_serve_the_same_batches(tmp_path):
+def test_reader_threads_read_ahead_and_a_filter_on_host_serve_the_same_batches(tmp_path):
     path = write_records(tmp_path / "data.array_record",
                          (np.int32([i]).tobytes() + IMAGES[i].tobytes() for i in range(N)),
                          "group_size:3")
     seen = []
-    for threads, ahead in ((1, 1), (4, None), (3, 7)):
+    for threads, ahead, on_host in ((1, 1, False), (4, None, True), (3, 7, False)):
         source = ArrayRecordSourceModule(ArrayRecordSourceConfig(seed=3, shuffle_files=True),
                                          path, decode=decode, num_threads=threads,
                                          read_ahead=ahead)
         try:
-            seen.append(digests(Pipeline(source=source, stages=stages(), batch_size=4,
+            seen.append(digests(Pipeline(source=source, stages=stages(on_host), batch_size=4,
                                          seed=0, prefetch=threads - 1)))
         finally:
             source.close()
