@@ -36,3 +36,17 @@ def test_a_loop_after_scan_serves_the_rest_of_the_scanned_epoch():
     out = pipeline.scan(lambda batch: batch["x"], 2)
     assert np.asarray(out).tolist() == [[0, 1], [2, 3]]
     assert xs(pipeline) == [[4, 5]] and pipeline.epoch == 1
+
+
+def test_scan_refuses_a_source_with_text_fields_and_moves_nothing():
+    """A text field stays on the host: a scanned batch would lack it, so scan refuses."""
+    import pytest
+    from datarax.core.errors import ConfigError
+
+    data = {"x": np.arange(6, dtype=np.int32), "words": np.array([f"w{i}" for i in range(6)])}
+    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), data), batch_size=2)
+    with pytest.raises(ConfigError, match=r"MemorySource's text field\(s\) \['words'\] stay "
+                                          r"on the host"):
+        pipeline.scan(lambda batch: batch["x"], 2)
+    assert (pipeline.epoch, pipeline.position) == (0, 0)
+    assert [sorted(b) for b in pipeline] == [["words", "x"]] * 3

@@ -58,6 +58,18 @@ def has_text(spec: Any) -> bool:
     return any(isinstance(s, TextSpec) for s in leaves)
 
 
+def text_fields(spec: Any) -> list[str]:
+    """The paths of the text fields a (nested) spec declares, ``/``-joined.
+
+    >>> text_fields({"x": jax.ShapeDtypeStruct((), np.int32), "m": {"w": TextSpec()}})
+    ['m/w']
+    """
+    paths = jax.tree_util.tree_flatten_with_path(
+        spec, is_leaf=lambda s: isinstance(s, TextSpec))[0]
+    return ["/".join(str(getattr(k, "key", k)) for k in path)
+            for path, s in paths if isinstance(s, TextSpec)]
+
+
 def array_to_spec_strip_leading(array: Any) -> jax.ShapeDtypeStruct:
     """The per-record spec of a batched array: its shape without the leading axis.
 

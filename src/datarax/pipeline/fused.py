@@ -37,7 +37,7 @@ from flax import nnx
 
 from datarax.core.config import check_count
 from datarax.core.errors import ConfigError, refused_call
-from datarax.core.spec import refuse_declared_64bit
+from datarax.core.spec import refuse_declared_64bit, text_fields
 from datarax.core.step_cache import cached
 from datarax.pipeline.dispatch import check_positions, position_dtype
 from datarax.pipeline.plan import PassContext
@@ -57,6 +57,15 @@ def check_scan(context: PassContext, length: Any) -> int:
             f"Pipeline.scan needs an indexed source (a batch computed on the device from "
             f"its position); {type(source).__name__} is a {context.reading.kind_name} source. Iterate "
             "it with a Python loop (for batch in pipeline) instead."
+        )
+    text = text_fields(source.element_spec())
+    if text:
+        raise ConfigError(
+            f"Pipeline.scan runs the data and the train step as one compiled program, but "
+            f"{type(source).__name__}'s text field(s) {text} stay on the host and cannot go "
+            "into it (the scanned batches would lack them). Iterate the pipeline (for batch "
+            "in pipeline, or step()), or leave the text out of the source (tokenize it into "
+            "int arrays first) to scan."
         )
     if context.plan.stages_on == "host":
         raise ConfigError(
