@@ -3829,6 +3829,17 @@ case("npy-read-after-close", "Reading: raw ArrayRecord records, a shared cache f
      "NpySource is closed; build a new source.")(_read_closed_npy)
 
 
+def _scan_over_text() -> Any:
+    data = {"x": np.arange(6, dtype=np.int32), "words": np.array([f"w{i}" for i in range(6)])}
+    pipeline = Pipeline(source=MemorySource(MemorySourceConfig(), data), batch_size=2)
+    return pipeline.scan(lambda batch: batch["x"], 2)
+
+
+simple("scan-over-text-fields", "Pipeline arguments",
+       "Pipeline.scan over a source with a text field (it stays on the host)", ConfigError,
+       "MemorySource's text field(s) ['words'] stay on the host", _scan_over_text)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
