@@ -49,7 +49,7 @@ def _tent(taps: Any, centres: Any, support: Any, start: Any, length: Any) -> Any
     start = jnp.asarray(start, jnp.float32)
     length = jnp.asarray(length, jnp.float32)
     weights = jnp.maximum(0.0, 1.0 - jnp.abs(taps - centres[:, None]) / support)
-    weights = weights * ((taps >= start) & (taps < start + length))
+    weights = jnp.where((taps >= start) & (taps < start + length), weights, 0.0)
     return weights / weights.sum(axis=1, keepdims=True)
 
 
