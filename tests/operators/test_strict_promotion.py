@@ -11,7 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from datarax.core.keys import record_keys
 from datarax.operators import (
+    BatchMixOperator,
     CompositeOperatorConfig,
     CompositeOperatorModule,
     MapOperator,
@@ -30,9 +32,15 @@ def strict():
         yield
 
 
-def run(op, images):
-    apply = jax.jit(lambda batch: op.apply_batch({"image": batch}, None)["image"])
-    return apply(jnp.asarray(images))
+@contextlib.contextmanager
+def x64(strict_too: bool):
+    with jax.enable_x64(True), (strict() if strict_too else contextlib.nullcontext()):
+        yield
+
+
+def run(op, images, keys=None):
+    apply = jax.jit(lambda batch, k: op.apply_batch({"image": batch}, k)["image"])
+    return apply(jnp.asarray(images), keys)
 
 
 def test_weighted_parallel_of_an_int32_field_under_strict_promotion_is_float32():
@@ -73,3 +81,24 @@ def test_dm_pix_operators_under_strict_promotion_give_the_default_values():
             out = run(op, UINT8)
         assert out.dtype == jnp.uint8
         np.testing.assert_array_equal(out, expected)
+
+
+def test_box_shift_and_noise_operators_under_x64_and_strict_promotion_give_the_x64_values():
+    # their aranges and uniform draws are int64 / float64 under x64, the boxes int32
+    keys = record_keys(jax.random.key(0), 0, jnp.arange(2))
+    ops = [I.Translate(dy=(-2.0, 2.0), dx=(-2.0, 2.0)), I.Cutout(3), I.SaltPepperNoise(0.3),
+           I.PatchDropout(2, rate=0.5)]
+    for op in ops:
+        with x64(strict_too=False):
+            expected = np.asarray(run(op, FLOAT, keys))
+        with x64(strict_too=True):
+            out = np.asarray(run(op, FLOAT, keys))
+        np.testing.assert_array_equal(out, expected, err_msg=type(op).__name__)
+    data = {"image": FLOAT[:2], "label": np.arange(2, dtype=np.int32)}
+    cutmix = BatchMixOperator(mode="cutmix", alpha=1.0, num_classes=2)
+    with x64(strict_too=False):
+        expected = cutmix.apply_batch(data, keys)
+    with x64(strict_too=True):
+        out = cutmix.apply_batch(data, keys)
+    for field in ("image", "label"):
+        np.testing.assert_array_equal(np.asarray(out[field]), np.asarray(expected[field]))
