@@ -112,14 +112,16 @@ class MixSchedule:
         return hash((tuple(self.units.tolist()), tuple(self.phases.tolist())))
 
     def owners_and_draws_jnp(self, start: Any, count: int) -> tuple[Any, Any]:
-        """:meth:`owners_and_draws` traced (``start`` may be a traced int; int32 results)."""
+        """:meth:`owners_and_draws` traced (``start`` may be a traced int; results of its
+        dtype: int32, int64 under x64)."""
         import jax.numpy as jnp
 
-        g = jnp.arange(count, dtype=jnp.int32) + start
+        dtype = jnp.asarray(start).dtype  # one dtype throughout: strict promotion refuses a mix
+        g = jnp.arange(count, dtype=dtype) + start
         p = g % self.period
-        owner = jnp.asarray(self.owner, jnp.int32)[p]
-        draws = (g // self.period) * jnp.asarray(self.units, jnp.int32)[owner]
-        return owner, draws + jnp.asarray(self.rank, jnp.int32)[p]
+        owner = jnp.asarray(self.owner, dtype)[p]
+        draws = (g // self.period) * jnp.asarray(self.units, dtype)[owner]
+        return owner, draws + jnp.asarray(self.rank, dtype)[p]
 
     def owners_and_draws(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Source and draw (counted across the whole mixture) of records ``start ..``."""

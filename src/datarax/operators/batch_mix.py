@@ -93,8 +93,10 @@ def cut_masks(keys: Any, lam: Any, height: int, width: int) -> tuple[Any, Any]:
         cy, cx = integer(bits[0], 0, height), integer(bits[1], 0, width)
         y0, y1 = jnp.clip(cy - h // 2, 0, height), jnp.clip(cy - h // 2 + h, 0, height)
         x0, x1 = jnp.clip(cx - w // 2, 0, width), jnp.clip(cx - w // 2 + w, 0, width)
-        rows = (jnp.arange(height) >= y0) & (jnp.arange(height) < y1)
-        cols = (jnp.arange(width) >= x0) & (jnp.arange(width) < x1)
+        # aranges of the box's dtype: a user's strict promotion refuses int64 (x64) vs int32
+        ys, xs = jnp.arange(height, dtype=y0.dtype), jnp.arange(width, dtype=x0.dtype)
+        rows = (ys >= y0) & (ys < y1)
+        cols = (xs >= x0) & (xs < x1)
         mask = rows[:, None] & cols[None, :]
         kept = 1.0 - mask.sum() / (height * width)
         return mask, kept.astype(jnp.float32)

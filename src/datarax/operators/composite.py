@@ -205,7 +205,11 @@ class CompositeOperatorModule(OperatorModule):
         weights = self.config.weights or ()
         result: Batch = {}
         for name in outputs[0]:
-            total = sum(w * out[name] for w, out in zip(weights, outputs))
+            # integer and bool fields become the default float explicitly: a user's strict
+            # jax_numpy_dtype_promotion refuses the implicit ``float * int32``
+            values = [out[name] if jnp.issubdtype(out[name].dtype, jnp.inexact)
+                      else out[name].astype(jnp.result_type(float)) for out in outputs]
+            total = sum(w * value for w, value in zip(weights, values))
             result[name] = jnp.asarray(total, jnp.result_type(total))  # strong, not weak, type
         return result
 

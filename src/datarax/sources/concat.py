@@ -201,7 +201,8 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
         n = len(self)
         positions = jnp.arange(size) + start
         epoch, within = positions // n, positions % n
-        ends = jnp.asarray(np.asarray(self.__ends, np.int32 if n < 2**31 else np.int64))
+        # the positions' dtype (int64 under x64): a user's strict dtype promotion refuses a mix
+        ends = jnp.asarray(np.asarray(self.__ends), positions.dtype)
         owner = jnp.searchsorted(ends, within, side="right")
         offsets = jnp.concatenate([jnp.zeros(1, ends.dtype), ends[:-1]])
         # A part's records in any run of positions are consecutive in its own global
@@ -227,7 +228,9 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
                 return jnp.where(m.reshape((size,) + (1,) * (new.ndim - 1)), new, old)
 
             out = jax.tree.map(choose, picked, out)
-            stable = jnp.where(mine, ids, stable)
+            # parts may number in int32 and int64 (x64): the wider, explicitly (strict promotion)
+            wide = max(ids.dtype, stable.dtype, key=lambda d: d.itemsize)
+            stable = jnp.where(mine, ids.astype(wide), stable.astype(wide))
         return out, stable
 
     # ------------------------------------------------------------------ reads

@@ -258,7 +258,8 @@ class MemorySource(IndexedSource):
         if not isinstance(start, jax.core.Tracer):
             dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
             return jnp.asarray(self._host_indices(int(start), size), dtype=dtype)
-        return self._positions_to_indices(jnp.arange(size, dtype=jnp.int32) + start)
+        # start's own dtype (int64 under x64): a user's strict dtype promotion refuses int32 + int64
+        return self._positions_to_indices(jnp.arange(size, dtype=start.dtype) + start)
 
     def get_batch_at(self, start: Any, size: int, key: Any | None = None) -> Batch:
         """``size`` records from global position ``start`` (wrapping into the next epoch);

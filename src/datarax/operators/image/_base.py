@@ -6,6 +6,7 @@ clipped); geometric operators keep the dtype.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +26,29 @@ from datarax.typing import Batch
 Range = float | tuple[float, float]
 
 
+class _StandardPromotion:
+    """A module whose functions run under JAX's default promotion rules (``standard``
+    dtypes, ``allow`` ranks): dm-pix's own code mixes dtypes and ranks, which a user's
+    strict ``jax_numpy_dtype_promotion`` / ``jax_numpy_rank_promotion`` would refuse."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(self._module, name)
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+                return function(*args, **kwargs)
+
+        return call
+
+
 def pix() -> Any:
-    """dm-pix, imported on first use: it is the optional ``image`` extra."""
-    return require("dm_pix", extra="image", user="datarax.operators.image")
+    """dm-pix, imported on first use (the optional ``image`` extra); its functions run
+    under JAX's default promotion rules whatever the user set."""
+    return _StandardPromotion(require("dm_pix", extra="image", user="datarax.operators.image"))
 
 
 def check_range(

@@ -221,6 +221,12 @@ class Normalize(ImageOperator):
                 f"of field '{self.config.field}', which are divided by 255 first (values in "
                 "[0, 1]): a mean above 1 is a 0..255 level. Give mean / 255 and std / 255 "
                 f"({big[0]:g} -> {big[0] / 255:.3g}).")
-        return (to_unit(image) - mean) / std
+        # explicit dtype and rank (mean/std broadcast over the channel axis): a user's strict
+        # jax_numpy_dtype_promotion / rank_promotion refuses the implicit ones
+        values = to_unit(image)
+        dtype = values.dtype if jnp.finfo(values.dtype).bits >= 32 else jnp.dtype(jnp.float32)
+        per_channel = (1,) * (image.ndim - 1) + (-1,)
+        return ((values.astype(dtype) - mean.astype(dtype).reshape(per_channel))
+                / std.astype(dtype).reshape(per_channel))
 
 

@@ -49,7 +49,7 @@ def _tent(taps: Any, centres: Any, support: Any, start: Any, length: Any) -> Any
     start = jnp.asarray(start, jnp.float32)
     length = jnp.asarray(length, jnp.float32)
     weights = jnp.maximum(0.0, 1.0 - jnp.abs(taps - centres[:, None]) / support)
-    weights = weights * ((taps >= start) & (taps < start + length))
+    weights = jnp.where((taps >= start) & (taps < start + length), weights, 0.0)
     return weights / weights.sum(axis=1, keepdims=True)
 
 
@@ -425,8 +425,9 @@ class Rotate(ImageOperator):
 def shift(image: Any, dy: Any, dx: Any, fill: float = 0.0) -> Any:
     """``image`` moved down ``dy`` and right ``dx`` whole pixels; uncovered pixels = ``fill``."""
     height, width = image.shape[0], image.shape[1]
-    rows = jnp.arange(height) - dy
-    cols = jnp.arange(width) - dx
+    # aranges of the shifts' dtype: a user's strict promotion refuses int64 (x64) vs int32
+    rows = jnp.arange(height, dtype=jnp.asarray(dy).dtype) - dy
+    cols = jnp.arange(width, dtype=jnp.asarray(dx).dtype) - dx
     inside = ((rows >= 0) & (rows < height))[:, None] & ((cols >= 0) & (cols < width))[None, :]
     moved = image[jnp.clip(rows, 0, height - 1)][:, jnp.clip(cols, 0, width - 1)]
     return jnp.where(inside[..., None], moved, cast_like(jnp.float32(fill), image.dtype))

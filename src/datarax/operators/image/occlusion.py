@@ -55,6 +55,7 @@ class SaltPepperNoise(ImageOperator):
     def transform(self, image: Any, key: Any) -> Any:
         amount = sample(key, self.param("amount"))
         u = jax.random.uniform(key, image.shape[:2])
+        amount = amount.astype(u.dtype)  # float64 under x64: strict promotion refuses a mix
         values = to_unit(image)
         values = jnp.where((u < amount / 2)[..., None], 0.0, values)
         values = jnp.where(((u >= amount / 2) & (u < amount))[..., None], 1.0, values)
@@ -91,8 +92,11 @@ class Cutout(ImageOperator):
                     f"{(height, width)}, so it would fill nothing; give an offset whose box "
                     "overlaps them (a box past an edge is clipped)."
                 )
-        rows = (jnp.arange(height) >= y) & (jnp.arange(height) < y + h)
-        cols = (jnp.arange(width) >= x) & (jnp.arange(width) < x + w)
+        # aranges of the box's dtype: a user's strict promotion refuses int64 (x64) vs int32
+        ys = jnp.arange(height, dtype=jnp.asarray(y).dtype)
+        xs = jnp.arange(width, dtype=jnp.asarray(x).dtype)
+        rows = (ys >= y) & (ys < y + h)
+        cols = (xs >= x) & (xs < x + w)
         box = rows[:, None] & cols[None, :]
         fill = cast_like(jnp.float32(self.param("fill")), image.dtype)
         return jnp.where(box[..., None], fill, image)
@@ -114,7 +118,8 @@ class PatchDropout(ImageOperator):
         height, width = image.shape[0], image.shape[1]
         grid = (-(-height // ph), -(-width // pw))
         rate = sample(key, self.param("rate"))
-        drop = jax.random.uniform(key, grid) < rate
+        u = jax.random.uniform(key, grid)
+        drop = u < rate.astype(u.dtype)  # float64 under x64: strict promotion refuses a mix
         mask = jnp.repeat(jnp.repeat(drop, ph, axis=0), pw, axis=1)[:height, :width]
         fill = cast_like(jnp.float32(self.param("fill")), image.dtype)
         return jnp.where(mask[..., None], fill, image)
