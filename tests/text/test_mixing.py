@@ -133,7 +133,10 @@ def test_configuration_errors() -> None:
     empty = MixedDocuments(corpora, {"a": 1, "b": 1}, documents_per_epoch=4)
     with pytest.raises(ConfigError) as err:
         list(empty.read(0, 0))
-    assert str(err.value) == "MixedDocuments corpus 'a' holds no documents but has weight 0.5."
+    assert str(err.value) == (
+        "MixedDocuments corpus 'a' (FunctionDocuments) holds no documents but has weight 0.5. "
+        "Check its reader (an empty file, a function returning []?) or give it weight 0 to "
+        "turn it off.")
 
 
 def test_weights_as_a_list_are_refused_saying_what_they_must_be() -> None:

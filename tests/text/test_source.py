@@ -218,7 +218,7 @@ def test_skip_counts_bad_documents_and_serves_the_rest() -> None:
         (1, "document 1 of pass 0 is empty (no text)"),
         (3, "document 3 of pass 0 is not valid UTF-8 (invalid start byte at byte 0)"),
         (4, "document 4 of pass 0 is int, not str or bytes"),
-        (5, "document 5 of pass 0 is empty (no text)"),
+        (5, "document 5 of pass 0 is blank (only whitespace, 3 characters: no text)"),
     ]
 
 

@@ -109,8 +109,11 @@ def test_custom_tokenizer_must_return_int_ids() -> None:
         too_big.encode("x")
     assert str(err.value) == (
         "TextTokenizer: the tokenizer function returned ids outside [0, 2147483647] for "
-        "document 0 of the block (min 1099511627776, max 1099511627776); token ids must fit int32."
+        "document 0 of the block (min 1099511627776, max 1099511627776); token ids must be "
+        ">= 0 (an embedding row) and fit int32 (the rows' dtype)."
     )
+    with pytest.raises(RecordError, match=r"\(min -1, max 5\); token ids must be >= 0"):
+        TextTokenizer(lambda t: [5, -1]).encode("x")
 
 
 def test_tokenizer_settings_are_checked() -> None:

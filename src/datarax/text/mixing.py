@@ -139,10 +139,12 @@ class MixedDocuments:
         """Documents per pass of each corpus (read once; an empty corpus is refused)."""
         if self._sizes is None:
             self._sizes = [r.num_documents() for r in self.readers]
-            for name, size, w in zip(self.names, self._sizes, self.weights):
+            for name, size, w, r in zip(self.names, self._sizes, self.weights, self.readers):
                 if size == 0 and w > 0:
                     raise ConfigError(
-                        f"MixedDocuments corpus '{name}' holds no documents but has weight {w:g}."
+                        f"MixedDocuments corpus '{name}' ({type(r).__name__}) holds no "
+                        f"documents but has weight {w:g}. Check its reader (an empty file, "
+                        "a function returning []?) or give it weight 0 to turn it off."
                     )
         return self._sizes
 

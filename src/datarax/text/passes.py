@@ -276,8 +276,12 @@ class TextPass:
         if isinstance(raw, BadDocument):
             self._bad(index, raw.reason)
             return None
-        if not isinstance(raw, str) or not raw.strip():
-            self._bad(index, "is empty (no text)" if isinstance(raw, str) else _not_text(raw))
+        if not isinstance(raw, str):
+            self._bad(index, _not_text(raw))
+            return None
+        if not raw.strip():
+            self._bad(index, "is empty (no text)" if not raw else
+                      f"is blank (only whitespace, {len(raw)} characters: no text)")
             return None
         if not raw.isascii():
             try:

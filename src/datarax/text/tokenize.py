@@ -186,7 +186,7 @@ class TextTokenizer:
             raise RecordError(
                 f"TextTokenizer: the tokenizer {self.described} returned ids outside "
                 f"[0, {_INT32_MAX}] for {where(i)} (min {array.min()}, max {array.max()}); "
-                "token ids must fit int32."
+                "token ids must be >= 0 (an embedding row) and fit int32 (the rows' dtype)."
             )
         return array
 
