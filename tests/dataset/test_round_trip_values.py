@@ -1,0 +1,20 @@
+"""Values that convert's probes found lost or refused on the way in and back out."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dataset_helpers import read_dataset
+
+from datarax.dataset import convert
+
+
+def test_an_empty_list_in_a_list_of_pairs_column_is_written_as_no_pairs(tmp_path) -> None:
+    pairs = [[[1, 2]], [], [[3, 4], [5, 6]]]
+    pq.write_table(pa.table({"p": pa.array(pairs, type=pa.list_(pa.list_(pa.int32())))}),
+                   tmp_path / "t.parquet")
+    info, _ = convert(str(tmp_path / "t.parquet"), tmp_path / "d")
+    assert info.features["p"].shape == (None, 2)
+    got = read_dataset(tmp_path / "d")["p"]
+    assert [g.shape for g in got] == [(1, 2), (0, 2), (2, 2)]
+    assert [g.tolist() for g in got] == pairs
