@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 from dataset_helpers import read_dataset
 
-from datarax.dataset import convert
+from datarax.dataset import METADATA_FILE, ConversionError, convert
 
 
 def test_an_empty_list_in_a_list_of_pairs_column_is_written_as_no_pairs(tmp_path) -> None:
@@ -18,3 +19,12 @@ def test_an_empty_list_in_a_list_of_pairs_column_is_written_as_no_pairs(tmp_path
     got = read_dataset(tmp_path / "d")["p"]
     assert [g.shape for g in got] == [(1, 2), (0, 2), (2, 2)]
     assert [g.tolist() for g in got] == pairs
+
+
+def test_a_parquet_file_naming_a_column_twice_is_refused_not_halved(tmp_path) -> None:
+    table = pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["a", "a"])
+    pq.write_table(table, tmp_path / "t.parquet")
+    with pytest.raises(ConversionError, match=r"t.parquet': it names the column 'a' twice "
+                                              r"\(columns 1 and 2\)"):
+        convert(str(tmp_path / "t.parquet"), tmp_path / "d")
+    assert not (tmp_path / "d" / METADATA_FILE).exists()
