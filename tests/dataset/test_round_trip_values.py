@@ -28,3 +28,14 @@ def test_a_parquet_file_naming_a_column_twice_is_refused_not_halved(tmp_path) ->
                                               r"\(columns 1 and 2\)"):
         convert(str(tmp_path / "t.parquet"), tmp_path / "d")
     assert not (tmp_path / "d" / METADATA_FILE).exists()
+
+
+def test_a_column_null_in_every_row_says_to_leave_it_out(tmp_path) -> None:
+    pq.write_table(pa.table({"a": [1, 2, 3], "n": pa.array([None] * 3, pa.int64())}),
+                   tmp_path / "t.parquet")
+    with pytest.raises(ConversionError, match=r"row 0 \(the features are inferred from the "
+                                              r"first row\): field 'n': no value"):
+        convert(str(tmp_path / "t.parquet"), tmp_path / "d")
+    with pytest.raises(ConversionError, match=r"t.parquet: field 'n' has no value \(a null or "
+                                              r"empty cell\) in all 3 rows.*drop_columns\(\['n'\]\)"):
+        convert(str(tmp_path / "t.parquet"), tmp_path / "d", on_error="skip")
