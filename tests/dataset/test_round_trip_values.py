@@ -37,5 +37,6 @@ def test_a_column_null_in_every_row_says_to_leave_it_out(tmp_path) -> None:
                                               r"first row\): field 'n': no value"):
         convert(str(tmp_path / "t.parquet"), tmp_path / "d")
     with pytest.raises(ConversionError, match=r"t.parquet: field 'n' has no value \(a null or "
-                                              r"empty cell\) in all 3 rows.*drop_columns\(\['n'\]\)"):
+                                              r"empty cell\) in all 3 rows.*"
+                                              r"drop_columns\(\['n'\]\)"):
         convert(str(tmp_path / "t.parquet"), tmp_path / "d", on_error="skip")
