@@ -40,3 +40,11 @@ def test_a_column_null_in_every_row_says_to_leave_it_out(tmp_path) -> None:
                                               r"empty cell\) in all 3 rows.*"
                                               r"drop_columns\(\['n'\]\)"):
         convert(str(tmp_path / "t.parquet"), tmp_path / "d", on_error="skip")
+
+
+def test_a_ragged_list_of_lists_says_to_pad_not_to_declare_features(tmp_path) -> None:
+    pq.write_table(pa.table({"p": pa.array([[[1], [2, 3]]], type=pa.list_(pa.list_(pa.int32())))}),
+                   tmp_path / "t.parquet")
+    with pytest.raises(ConversionError, match=r"row 0 .*field 'p': not an array") as caught:
+        convert(str(tmp_path / "t.parquet"), tmp_path / "d")
+    assert str(caught.value).endswith("(pad the inner lists to one length).")

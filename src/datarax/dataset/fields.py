@@ -74,7 +74,7 @@ def no_value(field: str, row: int | None = None) -> RecordMismatchError:
 
 
 def not_an_array(field: str, row: int | None, err: BaseException) -> RecordMismatchError:
-    return RecordMismatchError(
+    return UnstorableValueError(  # no features hold it
         f"{located(field, row)}: not an array ({err}); a nested list is stored when it is "
         "rectangular (pad the inner lists to one length).", field=field, row=row)
 
