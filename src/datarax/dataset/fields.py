@@ -50,14 +50,16 @@ ENCODINGS = ("raw", "varlen", "png", "jpeg", "utf8")
 
 class RecordMismatchError(DataraxError):
     """A record does not match the features at ``row`` / ``field`` (when known);
-    ``mismatch``: the value has another shape or type (not missing, not undecodable)."""
+    ``mismatch``: the value has another shape or type (not missing, not undecodable);
+    ``missing``: the field has no value."""
 
     def __init__(self, message: str, *, field: str | None = None, row: int | None = None,
-                 mismatch: bool = False) -> None:
+                 mismatch: bool = False, missing: bool = False) -> None:
         super().__init__(message)
         self.field = field
         self.row = row
         self.mismatch = mismatch
+        self.missing = missing
 
 
 def located(field: str, row: int | None) -> str:
@@ -68,11 +70,11 @@ def located(field: str, row: int | None) -> str:
 def no_value(field: str, row: int | None = None) -> RecordMismatchError:
     return RecordMismatchError(
         f"{located(field, row)}: no value (None, or a null / empty cell in the source); every "
-        "record needs a value for every field.", field=field, row=row)
+        "record needs a value for every field.", field=field, row=row, missing=True)
 
 
 def not_an_array(field: str, row: int | None, err: BaseException) -> RecordMismatchError:
-    return RecordMismatchError(
+    return UnstorableValueError(  # no features hold it
         f"{located(field, row)}: not an array ({err}); a nested list is stored when it is "
         "rectangular (pad the inner lists to one length).", field=field, row=row)
 

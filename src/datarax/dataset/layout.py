@@ -120,6 +120,9 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
             raise not_an_array(f.name, row, err) from err
         if array.size == 0 and array.dtype.kind in "biuf":
             array = array.astype(want)  # an empty list: no values to check
+            if array.ndim == 1 and len(f.shape) > 1 and f.shape[0] in (None, 0):
+                # [] in a field of rows of rows: no rows, each of the field's inner shape
+                array = array.reshape((0, *(d or 0 for d in f.shape[1:])))
         if isinstance(value, int) and array.dtype.kind == "O":  # beyond 64 bits
             raise RecordMismatchError(
                 f"{located(f.name, row)}: the integer {value} does not fit the features' {want}.",
@@ -150,7 +153,7 @@ def _fitted(f: Field, value: Any, row: int | None) -> np.ndarray:
     if len(shape) != len(f.shape) or any(d is not None and d != s for d, s in zip(f.shape, shape)):
         raise RecordMismatchError(
             f"{located(f.name, row)}: shape {shape}, the features say "
-            f"{tuple('None' if d is None else d for d in f.shape)}.", field=f.name, row=row, mismatch=True)
+            f"{f.shape}.", field=f.name, row=row, mismatch=True)
     return out
 
 

@@ -152,6 +152,18 @@ def _row_group_columns(files: Sequence[str], name: str) -> Iterator[Any]:
             yield from reader.read_row_group(g, columns=[name]).column(0).chunks
 
 
+def _check_column_names(names: Sequence[str], path: str) -> None:
+    """Refuse a Parquet file naming a column twice: a record holds one value per name."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, start=1):
+        if name in seen:
+            raise ConversionError(
+                f"cannot read the parquet file '{path}': it names the column '{name}' twice "
+                f"(columns {seen[name]} and {i}); one would hide the other. Rename one "
+                "(pyarrow's table.rename_columns) and write the file again.")
+        seen[name] = i
+
+
 def _parquet_schema(path: str) -> Any:
     """The schema of a Parquet file (``pyarrow.parquet`` imported for Parquet only)."""
     import pyarrow.parquet as pq
@@ -213,11 +225,13 @@ class TableRows(Rows):
             counts = []
             for f in self.files:
                 try:
-                    counts.append(pq.ParquetFile(f).metadata.num_rows)
+                    reader = pq.ParquetFile(f)
                 except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
                     raise ConversionError(
                         f"cannot read the parquet file '{f}': {err}. Fix or replace the file, or "
                         "leave it out of SRC.") from err
+                _check_column_names(reader.schema_arrow.names, f)
+                counts.append(reader.metadata.num_rows)
             return counts
         return [t.num_rows for t in self._load()]
 

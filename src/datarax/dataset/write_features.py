@@ -48,6 +48,7 @@ def resolve_features(records: Any, features: Features | None = None, *,
         tries = _INFER_TRIES if skip and rows.random_access else 1
         first_error: ConversionError | None = None
         tried = 0
+        empty: set[str | None] = set()  # the fields with no value, while every error is one
         for row, first in enumerate(rows.iter_rows(0, tries)):
             tried += 1
             try:
@@ -56,9 +57,20 @@ def resolve_features(records: Any, features: Features | None = None, *,
             except RecordMismatchError as err:
                 if first_error is None:
                     first_error = _first_row_error(rows, row, err, skip)
+                    empty.add(err.field if err.missing else None)
+                elif None not in empty:
+                    empty = {err.field} & empty if err.missing else {None}
         if features is None:
             if first_error is not None and tried > 1:  # on_error='skip': every row tried was bad
                 every = "all" if tried == rows.length else "each of the first"
+                if len(empty) == 1 and None not in empty:
+                    name = next(iter(empty))
+                    raise ConversionError(
+                        f"{rows.description}: field '{name}' has no value (a null or empty "
+                        f"cell) in {every} {tried} rows, so no row can be written. Give it a "
+                        "value in every row, or leave the column out of SRC (pyarrow's "
+                        f"table.drop_columns(['{name}']), pandas' df.drop(columns='{name}')) "
+                        "and convert again.") from first_error.__cause__
                 cause = first_error.__cause__
                 way = ("" if isinstance(cause, UnstorableValueError) else
                        " Fix the rows, or pass features= (a datarax.dataset.Features) to declare "
