@@ -12,6 +12,7 @@ from flax import nnx
 
 from datarax.core import draws
 from datarax.core.errors import ConfigError
+from datarax.host.counts import python_ints
 from datarax.operators.image._base import (
     ImageOperator,
     Range,
@@ -22,6 +23,7 @@ from datarax.operators.image._base import (
     check_range,
     check_size,
     is_range,
+    python_numbers,
     sample,
     sample_word,
 )
@@ -232,6 +234,7 @@ class ResizedCrop(_BoxResize):
     def __init__(self, size: int | tuple[int, int], box: tuple[int, int, int, int], *,
                  antialias: bool = True, field: str = "image", name: str | None = None) -> None:
         owner = "ResizedCrop"
+        box = python_ints(box)
         if not (isinstance(box, (tuple, list)) and len(box) == 4
                 and all(isinstance(v, int) for v in box) and box[0] >= 0 and box[1] >= 0
                 and box[2] >= 1 and box[3] >= 1):
@@ -305,6 +308,7 @@ class _Flip(ImageOperator):
     def __init__(self, probability: float = 0.5, *, field: str = "image",
                  stream_name: str | None = None, rngs: nnx.Rngs | None = None,
                  name: str | None = None) -> None:
+        probability = python_numbers(probability)
         if not isinstance(probability, (int, float)) or isinstance(probability, bool):
             raise ConfigError(f"{type(self).__name__}: probability must be one number in "
                               f"[0, 1], got {probability!r}.")
