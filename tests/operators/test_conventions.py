@@ -51,6 +51,15 @@ def test_bicubic_uint8_is_the_float_result_rounded_and_clipped_once():
     np.testing.assert_allclose(floats, pil_f, atol=1e-3)
 
 
+def test_random_resized_crop_falls_back_to_torchvisions_centred_box():
+    image = np.arange(4 * 6, dtype=np.uint8).reshape(1, 4, 6, 1).repeat(3, 0)
+    keys = jax.random.split(jax.random.key(0), 3)  # no square box of the whole area fits
+    out = run(I.RandomResizedCrop(4, scale=1.0, ratio=1.0), image, keys)
+    np.testing.assert_array_equal(out, image[:, :, 1:5])  # width 4 = height, centred
+    tall = run(I.RandomResizedCrop((2, 4), scale=1.0, ratio=2.0), image.transpose(0, 2, 1, 3), keys)
+    np.testing.assert_array_equal(tall, image.transpose(0, 2, 1, 3)[:, 2:4])  # 4 / 2 of 6 rows, centred
+
+
 def test_posterize_rounds_to_evenly_spaced_levels_where_pil_masks_bits():
     values = jnp.arange(256, dtype=jnp.float32) / 255.0
     posterize = jax.jit(_posterize)
