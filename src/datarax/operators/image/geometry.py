@@ -189,7 +189,8 @@ class Crop(ImageOperator):
         if h > height or w > width:
             raise ConfigError(
                 f"{type(self).__name__} '{self.name}': crop size {(h, w)} is larger than the "
-                f"images {(height, width)}."
+                f"images {(height, width)} of field '{self.config.field}'; give a size of at "
+                f"most {(height, width)}, or put a Resize stage before it."
             )
         offset = self.param("offset")
         if offset == "random":
