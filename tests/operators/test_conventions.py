@@ -32,6 +32,34 @@ def test_centre_crop_puts_the_odd_pixel_of_the_margin_bottom_right():
     assert (int(round(3 / 2)), int(round(7 / 2))) == (2, 4)
 
 
+def test_nearest_resize_takes_the_pixel_after_a_border_where_pil_takes_the_one_before():
+    image = np.arange(16 * 16, dtype=np.float32).reshape(1, 16, 16, 1)
+    out = run(I.Resize((7, 5), method="nearest"), image)[0, :, 0, 0] // 16
+    assert out.tolist() == [1, 3, 5, 8, 10, 12, 14]  # row 3's centre, 3.5 * 16 / 7, is 8.0
+    pil = np.asarray(Image.fromarray(image[0, :, :, 0], "F").resize((5, 7), Image.NEAREST))
+    assert (pil[:, 0] // 16).tolist() == [1, 3, 5, 7, 10, 12, 14]
+
+
+def test_bicubic_uint8_is_the_float_result_rounded_and_clipped_once():
+    image = np.zeros((1, 6, 6, 1), np.uint8)
+    image[0, :, 3:] = 255  # a sharp edge: the kernel overshoots past 255 and below 0
+    out = run(I.Resize((12, 12), method="bicubic"), image)[0, :, :, 0].astype(int)
+    floats = run(I.Resize((12, 12), method="bicubic"), image.astype(np.float32))[0, :, :, 0]
+    np.testing.assert_array_equal(out, np.clip(np.round(floats), 0, 255))
+    pil_f = np.asarray(Image.fromarray(image[0, :, :, 0].astype(np.float32), "F").resize(
+        (12, 12), Image.BICUBIC))
+    np.testing.assert_allclose(floats, pil_f, atol=1e-3)
+
+
+def test_random_resized_crop_falls_back_to_torchvisions_centred_box():
+    image = np.arange(4 * 6, dtype=np.uint8).reshape(1, 4, 6, 1).repeat(3, 0)
+    keys = jax.random.split(jax.random.key(0), 3)  # no square box of the whole area fits
+    out = run(I.RandomResizedCrop(4, scale=1.0, ratio=1.0), image, keys)
+    np.testing.assert_array_equal(out, image[:, :, 1:5])  # width 4 = height, centred
+    tall = run(I.RandomResizedCrop((2, 4), scale=1.0, ratio=2.0), image.transpose(0, 2, 1, 3), keys)
+    np.testing.assert_array_equal(tall, image.transpose(0, 2, 1, 3)[:, 2:4])  # 4 / 2 of 6 rows, centred
+
+
 def test_posterize_rounds_to_evenly_spaced_levels_where_pil_masks_bits():
     values = jnp.arange(256, dtype=jnp.float32) / 255.0
     posterize = jax.jit(_posterize)

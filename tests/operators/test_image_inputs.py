@@ -87,3 +87,24 @@ def test_an_image_and_its_mask_draw_alike_from_fresh_rngs_of_one_seed():
     np.testing.assert_array_equal(image, mask)
     image, mask = served(I.HorizontalFlip(field="image"), I.HorizontalFlip(field="mask"))
     assert not np.array_equal(image, mask)  # keyed by position: each its own draws
+
+
+def test_numpy_scalar_settings_act_as_the_python_numbers():
+    image = jnp.asarray(np.arange(4 * 5 * 3, dtype=np.uint8).reshape(1, 4, 5, 3))
+    pairs = [
+        (I.Resize(np.int64(3)), I.Resize(3)),
+        (I.Crop(np.int32(2), offset=(np.int64(1), np.int64(2))), I.Crop(2, offset=(1, 2))),
+        (I.ResizedCrop(2, tuple(np.array([0, 1, 3, 3]))), I.ResizedCrop(2, (0, 1, 3, 3))),
+        (I.Rotate(np.float32(90.0), fill=np.float32(7.0)), I.Rotate(90.0, fill=7.0)),
+        (I.Translate(np.float32(1.0), np.int64(-1)), I.Translate(1.0, -1)),
+        (I.Brightness(np.float32(0.25)), I.Brightness(0.25)),
+        (I.HorizontalFlip(np.float64(1.0)), I.HorizontalFlip(1.0)),
+        (I.Cutout((np.int64(2), np.int64(1)), offset=(np.int64(1), np.int64(0))),
+         I.Cutout((2, 1), offset=(1, 0))),
+    ]
+    for given, plain in pairs:  # the same settings, as Python numbers: the same operator
+        assert given.config.params == plain.config.params, type(plain).__name__
+    out = pairs[1][0].apply_batch({"image": image}, None)["image"]
+    np.testing.assert_array_equal(out, np.asarray(image)[:, 1:3, 2:4])
+    scale = tuple(np.array([0.5, 1.0], np.float32))
+    assert I.RandomResizedCrop(2, scale=scale).param("scale") == (0.5, 1.0)

@@ -460,7 +460,9 @@ def test_wrong_rank_and_too_large_crop_are_refused():
         "one image called directly needs a batch axis, image[None].")
     with pytest.raises(ConfigError) as err:
         I.Crop(8, offset="center").apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
-    assert str(err.value) == "Crop 'Crop': crop size (8, 8) is larger than the images (4, 4)."
+    assert str(err.value) == ("Crop 'Crop': crop size (8, 8) is larger than the images (4, 4) "
+                              "of field 'image'; give a size of at most (4, 4), or put a "
+                              "Resize stage before it.")
     with pytest.raises(ConfigError) as err:  # a fixed offset is not moved back inside
         I.Crop(2, offset=(3, 1)).apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
     assert str(err.value) == ("Crop 'Crop': crop (2, 2) at offset (3, 1) reaches past the "

@@ -13,12 +13,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from datarax.core import draws
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.errors import ConfigError, DataraxError
 from datarax.core.extras import require
+from datarax.host.counts import python_ints
 from datarax.core.operator import OperatorModule
 from datarax.operators._records import check_keys, check_stream_name, require_fields
 from datarax.typing import Batch
@@ -51,10 +53,24 @@ def pix() -> Any:
     return _StandardPromotion(require("dm_pix", extra="image", user="datarax.operators.image"))
 
 
+def python_numbers(value: Any) -> Any:
+    """``value`` with NumPy integers and floats in it (also in lists, tuples) as Python's.
+
+    >>> python_numbers((np.int64(2), [np.float32(0.5)], "center"))
+    (2, [0.5], 'center')
+    """
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(python_numbers(v) for v in value)
+    return python_ints(value)
+
+
 def check_range(
     owner: str, name: str, value: Any, *, low: float | None = None, high: float | None = None
 ) -> Range:
     """A number or a ``(low, high)`` pair within ``[low, high]``, as floats."""
+    value = python_numbers(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         values: tuple[float, ...] = (float(value),)
         out: Range = float(value)
@@ -84,6 +100,7 @@ def check_range(
 
 def check_fill(owner: str, value: Any) -> float:
     """``fill``: a finite number (the value uncovered or filled pixels take)."""
+    value = python_numbers(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     raise ConfigError(f"{owner}: fill must be a finite number, got {value!r}.")
@@ -91,6 +108,7 @@ def check_fill(owner: str, value: Any) -> float:
 
 def check_flag(owner: str, name: str, value: Any) -> bool:
     """A setting that must be ``True`` or ``False`` (``antialias``)."""
+    value = bool(value) if isinstance(value, np.bool_) else value
     if isinstance(value, bool):
         return value
     raise ConfigError(f"{owner}: {name} must be True or False, got {value!r}.")
@@ -98,6 +116,7 @@ def check_flag(owner: str, name: str, value: Any) -> bool:
 
 def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:
     """An ``int`` or ``(height, width)`` pair of positive ints."""
+    value = python_ints(value)
     pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
     if (
         isinstance(pair, (tuple, list))
@@ -113,6 +132,7 @@ def check_size(owner: str, value: Any, name: str = "size") -> tuple[int, int]:
 def check_offset(owner: str, value: Any, words: tuple[str, ...], low: int | None = None) -> Any:
     """``offset``: one of ``words`` (``"random"`` ...), or a ``(y, x)`` pair of ints (each
     ``>= low`` where given) as a tuple."""
+    value = python_ints(value)
     if isinstance(value, str) and value in words:
         return value
     if isinstance(value, (tuple, list)) and len(value) == 2 and all(

@@ -12,6 +12,7 @@ from flax import nnx
 
 from datarax.core import draws
 from datarax.core.errors import ConfigError
+from datarax.host.counts import python_ints
 from datarax.operators.image._base import (
     ImageOperator,
     Range,
@@ -22,6 +23,7 @@ from datarax.operators.image._base import (
     check_range,
     check_size,
     is_range,
+    python_numbers,
     sample,
     sample_word,
 )
@@ -187,7 +189,8 @@ class Crop(ImageOperator):
         if h > height or w > width:
             raise ConfigError(
                 f"{type(self).__name__} '{self.name}': crop size {(h, w)} is larger than the "
-                f"images {(height, width)}."
+                f"images {(height, width)} of field '{self.config.field}'; give a size of at "
+                f"most {(height, width)}, or put a Resize stage before it."
             )
         offset = self.param("offset")
         if offset == "random":
@@ -232,6 +235,7 @@ class ResizedCrop(_BoxResize):
     def __init__(self, size: int | tuple[int, int], box: tuple[int, int, int, int], *,
                  antialias: bool = True, field: str = "image", name: str | None = None) -> None:
         owner = "ResizedCrop"
+        box = python_ints(box)
         if not (isinstance(box, (tuple, list)) and len(box) == 4
                 and all(isinstance(v, int) for v in box) and box[0] >= 0 and box[1] >= 0
                 and box[2] >= 1 and box[3] >= 1):
@@ -253,11 +257,29 @@ class ResizedCrop(_BoxResize):
         return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
 
 
+def fallback_box(height: int, width: int, low: float, high: float) -> tuple[int, int, int, int]:
+    """``(y, x, h, w)`` when no candidate fits: the centred box of the whole image's width
+    or height at the nearest allowed aspect ratio (torchvision's ``RandomResizedCrop``).
+
+    Example:
+        >>> fallback_box(10, 40, 3 / 4, 4 / 3), fallback_box(10, 12, 3 / 4, 4 / 3)
+        ((0, 13, 10, 13), (0, 0, 10, 12))
+    """
+    if width / height < low:
+        h = min(height, max(1, round(width / low)))
+        return (height - h) // 2, 0, h, width
+    if width / height > high:
+        w = min(width, max(1, round(height * high)))
+        return 0, (width - w) // 2, height, w
+    return 0, 0, height, width
+
+
 class RandomResizedCrop(_BoxResize):
     """Crop a random box of random area share and aspect ratio; resize it to ``size``.
 
     Of ten candidates (area share ``~ U(scale)``, ``log(ratio) ~ U(log ratio)``) the first
-    that fits is used (else the whole image), at a uniformly random position.
+    that fits is used, at a uniformly random position; if none fits, the centred
+    :func:`fallback_box` (as torchvision).
     """
 
     ATTEMPTS = 10
@@ -288,10 +310,11 @@ class RandomResizedCrop(_BoxResize):
         fits = (w >= 1) & (h >= 1) & (w <= width) & (h <= height)
         first = jnp.argmax(fits)
         ok = fits[first]
-        h = jnp.where(ok, h[first], height)
-        w = jnp.where(ok, w[first], width)
-        y = draws.integer(word[-2], 0, height - h + 1)
-        x = draws.integer(word[-1], 0, width - w + 1)
+        fy, fx, fh, fw = fallback_box(height, width, lo_r, hi_r)
+        h = jnp.where(ok, h[first], fh)
+        w = jnp.where(ok, w[first], fw)
+        y = jnp.where(ok, draws.integer(word[-2], 0, height - h + 1), fy)
+        x = jnp.where(ok, draws.integer(word[-1], 0, width - w + 1), fx)
         return y, x, h, w
 
     def plan(self, shape: tuple[int, ...], key: Any) -> Any:
@@ -305,6 +328,7 @@ class _Flip(ImageOperator):
     def __init__(self, probability: float = 0.5, *, field: str = "image",
                  stream_name: str | None = None, rngs: nnx.Rngs | None = None,
                  name: str | None = None) -> None:
+        probability = python_numbers(probability)
         if not isinstance(probability, (int, float)) or isinstance(probability, bool):
             raise ConfigError(f"{type(self).__name__}: probability must be one number in "
                               f"[0, 1], got {probability!r}.")
