@@ -3840,6 +3840,42 @@ simple("scan-over-text-fields", "Pipeline arguments",
        "MemorySource's text field(s) ['words'] stay on the host", _scan_over_text)
 
 
+def _parquet_column_twice(tmp: Path) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from datarax.dataset import convert
+
+    table = pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["a", "a"])
+    pq.write_table(table, tmp / "t.parquet")
+    return convert(str(tmp / "t.parquet"), tmp / "d")
+
+
+def _crop_too_large() -> Any:
+    import jax.numpy as jnp
+
+    from datarax.operators.image import Crop
+
+    return Crop(8, offset="center").apply_batch({"image": jnp.zeros((1, 4, 4, 1))}, None)
+
+
+def _negative_token_id() -> Any:
+    from datarax.text import TextTokenizer
+
+    return TextTokenizer(lambda t: [5, -1]).encode("x")
+
+
+case("convert-parquet-column-twice", CONVERTING, "a Parquet file naming the column 'a' twice",
+     ConversionError, "t.parquet': it names the column 'a' twice (columns 1 and 2)",
+     needs="pyarrow")(_parquet_column_twice)
+simple("crop-larger-than-images", OPERATORS, "Crop(8) on 4 x 4 images", ConfigError,
+       "Crop 'Crop': crop size (8, 8) is larger than the images (4, 4) of field 'image'; give "
+       "a size of at most (4, 4), or put a Resize stage before it.", _crop_too_large)
+simple("text-token-id-negative", TEXT, "a tokenizer giving the token id -1", RecordError,
+       "(min -1, max 5); token ids must be >= 0 (an embedding row) and fit int32",
+       _negative_token_id)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
