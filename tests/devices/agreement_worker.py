@@ -28,6 +28,8 @@ CASES = {
     "batch_size": {"batch_size": 4, "seed": 5, "records": 12},
     "seed": {"batch_size": 2, "seed": 6, "records": 12},
     "records": {"batch_size": 2, "seed": 5, "records": 14},
+    # refused on process 1 alone (no record in its share): process 0 must not wait for it
+    "refused": {"batch_size": 2, "seed": 5, "records": 1},
 }
 
 

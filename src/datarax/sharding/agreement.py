@@ -31,9 +31,29 @@ def every_process(value: Any) -> list[Any]:
     return [json.loads(every[i, : int(sizes[i, 0])].tobytes()) for i in range(len(every))]
 
 
+#: the key under which a process that refused to build hands its error to the others
+REFUSED = "refused on this process"
+
+
+def refuse_everywhere(error: Exception) -> None:
+    """Hand ``error`` (raised while building on this process) to the other processes,
+    which wait for this one in :func:`check_same_everywhere`: each of them then raises
+    a ``ConfigError`` naming this process and the error, instead of waiting forever."""
+    every_process({REFUSED: f"{type(error).__name__}: {error}"})
+
+
 def check_same_everywhere(settings: dict[str, Any], where: str) -> None:
-    """Raise ``ConfigError`` on every process when ``settings`` differ between processes."""
+    """Raise ``ConfigError`` on every process when ``settings`` differ between processes
+    (or another process refused to build, :func:`refuse_everywhere`)."""
     every = every_process(settings)
+    refused = [(i, one[REFUSED]) for i, one in enumerate(every) if REFUSED in one]
+    if refused:
+        index, error = refused[0]
+        raise ConfigError(
+            f"{where}: process {index} could not build this pipeline ({error}), so this "
+            "process cannot use it either: every process must build the same pipeline. "
+            f"Fix what process {index} names (the same fix on every process)."
+        )
     for name in dict.fromkeys(key for one in every for key in one):
         values = [one.get(name) for one in every]
         other = next((i for i, v in enumerate(values) if v != values[0]), None)
