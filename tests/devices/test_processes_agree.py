@@ -1,7 +1,8 @@
 """``Pipeline(sharding=...)`` under two real JAX processes built with a setting that
 differs between them: refused on both when built, naming the setting (it used to
 hang in the first collective, or join shares of two different orders); built alike,
-``scan`` is refused (one process only)."""
+``scan`` is refused (one process only); a build whose peer process is gone fails at
+once, saying so."""
 
 from __future__ import annotations
 
@@ -41,3 +42,9 @@ def test_a_pipeline_built_otherwise_on_another_process_is_refused_on_every_proce
         "ConfigError: Pipeline(sharding=...) under several processes: process 1 could not "
         f"build this pipeline ({own}"), results[0]["refused"]
     assert "Fix what process 1 names" in results[0]["refused"]
+    # Process 1 gone (as if it died): process 0's build fails at once, saying so.
+    assert results[0]["peer gone"].startswith(
+        "RuntimeError: Pipeline(sharding=...) under several processes: exchanging with the "
+        "other 1 process(es) failed ("), results[0]["peer gone"]
+    assert "a process that died, failed earlier or took another path" in results[0]["peer gone"]
+    assert "peer gone" not in results[1]

@@ -131,7 +131,8 @@ def refusal_shared(sharding: Any) -> Iterator[None]:
     try:
         yield
     except Exception as error:
-        refuse_everywhere(error)
+        with contextlib.suppress(RuntimeError):  # the others are gone: this error says more
+            refuse_everywhere(error)
         raise
 
 
