@@ -1,7 +1,7 @@
 """One of two JAX processes (1 CPU device each) for test_processes_agree.py: builds
 ``Pipeline(sharding=...)`` over the 2-device mesh with a setting that differs on
 process 1 (or none), and writes what each build did (and, built alike, what its
-``scan`` does).
+``scan`` does); then process 1 exits and process 0 builds once more.
 
 Usage: python agreement_worker.py PORT PROCESS_ID OUT_JSON
 """
@@ -28,6 +28,8 @@ CASES = {
     "batch_size": {"batch_size": 4, "seed": 5, "records": 12},
     "seed": {"batch_size": 2, "seed": 6, "records": 12},
     "records": {"batch_size": 2, "seed": 5, "records": 14},
+    # refused on process 1 alone (no record in its share): process 0 must not wait for it
+    "refused": {"batch_size": 2, "seed": 5, "records": 1},
 }
 
 
@@ -62,8 +64,17 @@ def main() -> None:
             out[f"{case} scan"] = "ran"
         except Exception as err:  # noqa: BLE001 - the test reads what was raised
             out[f"{case} scan"] = f"{type(err).__name__}: {err}"
+    if process_id == 1:  # then gone, as a process that died: process 0 must not wait
+        Path(out_path).write_text(json.dumps(out))
+        os._exit(0)
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=5),
+                          {"x": np.arange(12, dtype=np.int32)})
+    try:
+        Pipeline(source=source, batch_size=2, drop_remainder=True, sharding=sharding)
+    except Exception as err:  # noqa: BLE001 - the test reads what was raised
+        out["peer gone"] = f"{type(err).__name__}: {err}"
     Path(out_path).write_text(json.dumps(out))
-    jax.distributed.shutdown()
+    os._exit(0)  # jax.distributed.shutdown would wait for process 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """``Pipeline(sharding=...)`` under two real JAX processes built with a setting that
 differs between them: refused on both when built, naming the setting (it used to
 hang in the first collective, or join shares of two different orders); built alike,
-``scan`` is refused (one process only)."""
+``scan`` is refused (one process only); a build whose peer process is gone fails at
+once, saying so."""
 
 from __future__ import annotations
 
@@ -33,3 +34,17 @@ def test_a_pipeline_built_otherwise_on_another_process_is_refused_on_every_proce
             assert result[case].startswith("ConfigError: Pipeline(sharding=...) under several "
                                            f"processes: {words}."), result[case]
             assert "Every process must build the same pipeline" in result[case]
+    # Refused on process 1 before the comparison: process 0 gets its error, not a hang.
+    own = ("ConfigError: Pipeline shard_count=2 over MemorySource's 1 records: each "
+           "process's share is 1 // 2 = 0 records")
+    assert results[1]["refused"].startswith(own), results[1]["refused"]
+    assert results[0]["refused"].startswith(
+        "ConfigError: Pipeline(sharding=...) under several processes: process 1 could not "
+        f"build this pipeline ({own}"), results[0]["refused"]
+    assert "Fix what process 1 names" in results[0]["refused"]
+    # Process 1 gone (as if it died): process 0's build fails at once, saying so.
+    assert results[0]["peer gone"].startswith(
+        "RuntimeError: Pipeline(sharding=...) under several processes: exchanging with the "
+        "other 1 process(es) failed ("), results[0]["peer gone"]
+    assert "a process that died, failed earlier or took another path" in results[0]["peer gone"]
+    assert "peer gone" not in results[1]

@@ -116,7 +116,7 @@ def data_save_args(data: Stateful) -> ocp.args.JsonSave:
     several processes, every process calls it at the same step)."""
     state = data.get_state()
     if jax.process_count() > 1:
-        state = {PROCESS_STATES: every_process(state)}
+        state = {PROCESS_STATES: every_process(state, "datarax.checkpoint.save")}
     return ocp.args.JsonSave(state)
 
 

@@ -16,13 +16,14 @@ Example:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import jax
 
 from datarax.core.errors import ConfigError
 from datarax.pipeline.state import settings
-from datarax.sharding.agreement import check_same_everywhere
+from datarax.sharding.agreement import check_same_everywhere, refuse_everywhere
 from datarax.sharding.placement import BatchPlacement
 
 if TYPE_CHECKING:
@@ -117,6 +118,22 @@ def check_processes_agree(context: PassContext) -> None:
     mine = settings(context)
     mine["shard"] = mine["shard"][1]  # the count must agree; the index is the process's
     check_same_everywhere(mine, "Pipeline(sharding=...) under several processes")
+
+
+@contextlib.contextmanager
+def refusal_shared(sharding: Any) -> Iterator[None]:
+    """Building a pipeline with ``sharding=`` under several processes: an error raised on
+    this process before :func:`check_processes_agree` is handed to the other processes,
+    which wait for this one there (else forever, or until an opaque collective timeout)."""
+    if sharding is None or jax.process_count() == 1:
+        yield
+        return
+    try:
+        yield
+    except Exception as error:
+        with contextlib.suppress(RuntimeError):  # the others are gone: this error says more
+            refuse_everywhere(error)
+        raise
 
 
 def place_batch(

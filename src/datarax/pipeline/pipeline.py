@@ -19,7 +19,12 @@ from datarax.core.signature import InitSignature
 from datarax.core.source_copy import deepcopy_module
 from datarax.pipeline.arguments import check_arguments, check_share
 from datarax.pipeline.compile_ahead import compile_ahead
-from datarax.pipeline.devices import check_processes_agree, check_stages_on, placement_for
+from datarax.pipeline.devices import (
+    check_processes_agree,
+    check_stages_on,
+    placement_for,
+    refusal_shared,
+)
 from datarax.host.counts import check_count
 from datarax.pipeline.epochs import EmptyPasses, Repeat, Take
 from datarax.pipeline.filtered import check_filter
@@ -107,43 +112,44 @@ class Pipeline(nnx.Module):
         seed: IntLike | None = None,
         stages_on: str = "device",
     ) -> None:
-        if seed is not None and rngs is not None:
-            raise ConfigError(
-                "Pipeline got both rngs= and seed=; give one: seed=0 stands for "
-                "rngs=nnx.Rngs(0)."
+        with refusal_shared(sharding):  # else the other processes wait for this one
+            if seed is not None and rngs is not None:
+                raise ConfigError(
+                    "Pipeline got both rngs= and seed=; give one: seed=0 stands for "
+                    "rngs=nnx.Rngs(0)."
+                )
+            seeded = None if seed is None else seed_key(seed, "Pipeline")
+            batch_size, prefetch, index, count, reading = check_arguments(
+                source, stages, batch_size, prefetch, shard_index, shard_count,
+                drop_remainder=drop_remainder, check_finite=check_finite, sharding=sharding,
+                pad_remainder=pad_remainder,
             )
-        seeded = None if seed is None else seed_key(seed, "Pipeline")
-        batch_size, prefetch, index, count, reading = check_arguments(
-            source, stages, batch_size, prefetch, shard_index, shard_count,
-            drop_remainder=drop_remainder, check_finite=check_finite, sharding=sharding,
-            pad_remainder=pad_remainder,
-        )
-        try:
-            source.set_shard(index, count, padded=pad_remainder)
-        except ValueError as err:
-            raise ConfigError(f"Pipeline: {err}") from err
-        stages_on = check_stages_on(stages_on)
-        size = check_share(source, count, batch_size, drop_remainder)
-        placement = None if sharding is None else placement_for(
-            sharding, batch_size, None if drop_remainder else size
-        )
-        self.source = source
-        self.stages = nnx.List(list(stages))
-        remember_sources(stages)
-        self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
-                                 pad_remainder, stages_on, reading)
-        # Unseeded stages fold_in(key, stage position) in-step: no device work here.
-        if seeded is not None:
-            key, draws = seeded
-        elif rngs is not None:
-            key, draws = reserve_draw(rngs, "default", "Pipeline")
-        else:
-            key, draws = default_key(), np.asarray(0, np.uint32)
-            warn_unseeded(stages)
-        self.key = nnx.Variable(key)
-        self.key_count = nnx.Variable(draws)
-        self.__held = PipelineSession(self.__anchor())
-        self.__held.share = (source.shard.index, source.shard.count, source.shard.padded)
+            try:
+                source.set_shard(index, count, padded=pad_remainder)
+            except ValueError as err:
+                raise ConfigError(f"Pipeline: {err}") from err
+            stages_on = check_stages_on(stages_on)
+            size = check_share(source, count, batch_size, drop_remainder)
+            placement = None if sharding is None else placement_for(
+                sharding, batch_size, None if drop_remainder else size
+            )
+            self.source = source
+            self.stages = nnx.List(list(stages))
+            remember_sources(stages)
+            self.plan = PipelinePlan(batch_size, drop_remainder, prefetch, check_finite, placement,
+                                     pad_remainder, stages_on, reading)
+            # Unseeded stages fold_in(key, stage position) in-step: no device work here.
+            if seeded is not None:
+                key, draws = seeded
+            elif rngs is not None:
+                key, draws = reserve_draw(rngs, "default", "Pipeline")
+            else:
+                key, draws = default_key(), np.asarray(0, np.uint32)
+                warn_unseeded(stages)
+            self.key = nnx.Variable(key)
+            self.key_count = nnx.Variable(draws)
+            self.__held = PipelineSession(self.__anchor())
+            self.__held.share = (source.shard.index, source.shard.count, source.shard.padded)
         check_processes_agree(self._context())
         at = filter_position(list(stages))
         if at is not None:
