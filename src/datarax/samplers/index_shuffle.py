@@ -184,8 +184,15 @@ def small_permutation(length: int, seed: int) -> np.ndarray:
 def index_shuffle_np(
     indices: np.ndarray, max_index: int, seed: int | np.ndarray, rounds: int = ROUNDS
 ) -> np.ndarray:
-    """Vectorised :func:`index_shuffle`; ``seed`` may be an array broadcastable to ``indices``."""
-    idx = np.asarray(indices, dtype=np.uint64)
+    """Vectorised :func:`index_shuffle`; ``seed`` may be an array broadcastable to ``indices``.
+
+    Example:
+        >>> index_shuffle_np(np.array([10]), 9, 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: index_shuffle_np indices must be in [0, 9] (positions of the permutation of [0, max_index]), got 10..10.
+    """
+    idx = _checked_indices(indices, max_index)
     if max_index == 0:
         return np.zeros_like(idx, dtype=np.int64)
     if rounds == ROUNDS and uses_small_table(max_index):
@@ -215,6 +222,26 @@ def index_shuffle_np(
         pending = value > limit
         if not pending.any():
             return value.astype(np.int64)
+
+
+def _checked_indices(indices: Any, max_index: int) -> np.ndarray:
+    """``indices`` as uint64, refused unless integers in ``[0, max_index]`` (a position out
+    of range would name a record twice)."""
+    given = np.asarray(indices)
+    where = "index_shuffle_np"
+    if max_index < 0:
+        raise ValueError(f"{where} max_index must be >= 0 (the permutation is of "
+                         f"[0, max_index]), got {max_index}.")
+    if given.size == 0:
+        return given.astype(np.uint64)
+    if given.dtype.kind not in "iu":
+        raise ValueError(f"{where} indices must be integers, got dtype {given.dtype}; "
+                         "pass positions as an int array.")
+    low, high = int(given.min()), int(given.max())
+    if low < 0 or high > max_index:
+        raise ValueError(f"{where} indices must be in [0, {max_index}] (positions of the "
+                         f"permutation of [0, max_index]), got {low}..{high}.")
+    return given.astype(np.uint64)
 
 
 def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROUNDS) -> Any:
