@@ -85,3 +85,17 @@ def test_np_refuses_positions_outside_the_permutation(indices, max_index, messag
     with pytest.raises(ValueError, match=re.escape(message)):
         index_shuffle_np(indices, max_index, 0)
     assert index_shuffle_np(np.array([], np.int64), 9, 0).tolist() == []
+
+
+def test_seeds_are_taken_mod_2_32_and_bad_ones_refused():
+    order = index_shuffle_np(np.arange(10), 9, 3).tolist()
+    assert order == [index_shuffle(i, 9, 3) for i in range(10)] == [4, 7, 0, 8, 2, 5, 3, 6, 1, 9]
+    assert index_shuffle_np(np.arange(10), 9, 2**64 + 3).tolist() == order
+    assert index_shuffle(2, 9, 2**32 + 3) == order[2]
+    with pytest.raises(ValueError, match=re.escape("index_shuffle seed must be >= 0 (taken mod "
+                                                   "2**32), got -1.")):
+        index_shuffle(2, 9, -1)  # was numpy's OverflowError
+    with pytest.raises(ValueError, match="index_shuffle seed must be an int .*got float 1.5"):
+        index_shuffle(2, 9, 1.5)  # was cast to seed 1
+    with pytest.raises(ValueError, match="index_shuffle_np seed must be >= 0 .*got -3"):
+        index_shuffle_np(np.arange(3), 9, np.array([1, 2, -3]))
