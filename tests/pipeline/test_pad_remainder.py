@@ -160,3 +160,30 @@ def test_padded_shards_over_a_source_that_skips_bad_records_are_refused(tmp_path
     # one process pads as before
     pipeline = Pipeline(source=source, stages=[], batch_size=3, pad_remainder=True)
     assert sum(int(np.asarray(b["valid"]).sum()) for b in pipeline) == len(source)
+
+
+def test_padded_state_mismatch_names_the_side_with_pad_remainder():
+    def make(index, count, pad):
+        source = MemorySource(MemorySourceConfig(shuffle=True, seed=5),
+                              {"x": np.arange(11, dtype=np.int32)})
+        return Pipeline(source, batch_size=2, pad_remainder=pad, shard_index=index,
+                        shard_count=count)
+
+    padded, plain = make(0, 3, True), make(0, 3, False)
+    next(iter(padded)), next(iter(plain))
+    padded_state, plain_state = padded.get_state(), plain.get_state()
+    with pytest.raises(StateError, match=re.escape(
+            "saved by 3 process(es) with pad_remainder=True (shares rounded up to whole "
+            "padding slots), which restores only on 3 processes; this pipeline runs as "
+            "shard 0 of 1. Restore it on 3 processes with pad_remainder=True.")):
+        make(0, 1, True).set_state(padded_state)
+    with pytest.raises(StateError, match=re.escape(
+            "saved by 3 process(es) and this pipeline runs as shard 0 of 2 with "
+            "pad_remainder=True (shares rounded up to whole padding slots), which takes only "
+            "a state saved on 2 processes with pad_remainder=True. Restore it without "
+            "pad_remainder")):
+        make(0, 2, True).set_state(plain_state)
+    with pytest.raises(StateError, match=r"padded_shards=True but this pipeline has "
+                       r"padded_shards=None \(True: built with pad_remainder=True over several "
+                       r"processes"):
+        make(1, 3, False).set_state(padded_state)

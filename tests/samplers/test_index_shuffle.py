@@ -1,5 +1,7 @@
 """The Feistel shuffle equals Grain's index_shuffle bit for bit, on host and under jit."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,3 +69,33 @@ def test_round_keys_match_std_seed_seq():
 def test_index_out_of_range():
     with pytest.raises(ValueError, match=r"index must be in \[0, 9\]"):
         index_shuffle(10, 9, 0)
+
+
+@pytest.mark.parametrize(("indices", "max_index", "message"), [
+    (np.array([-1]), 9, "indices must be in [0, 9] (positions of the permutation of "
+                        "[0, max_index]), got -1..-1."),
+    (np.array([3, 10]), 9, "indices must be in [0, 9]"),
+    (np.array([70001]), 70000, "got 70001..70001."),  # cycle walking, no table
+    (np.array([5]), 0, "indices must be in [0, 0]"),
+    (np.array([0]), -1, "max_index must be >= 0 (the permutation is of [0, max_index]), got -1."),
+    (np.array([1.5]), 9, "indices must be integers, got dtype float64"),
+])
+def test_np_refuses_positions_outside_the_permutation(indices, max_index, message):
+    # each of these once named a record of the permutation (a repeat) or raised numpy's error
+    with pytest.raises(ValueError, match=re.escape(message)):
+        index_shuffle_np(indices, max_index, 0)
+    assert index_shuffle_np(np.array([], np.int64), 9, 0).tolist() == []
+
+
+def test_seeds_are_taken_mod_2_32_and_bad_ones_refused():
+    order = index_shuffle_np(np.arange(10), 9, 3).tolist()
+    assert order == [index_shuffle(i, 9, 3) for i in range(10)] == [4, 7, 0, 8, 2, 5, 3, 6, 1, 9]
+    assert index_shuffle_np(np.arange(10), 9, 2**64 + 3).tolist() == order
+    assert index_shuffle(2, 9, 2**32 + 3) == order[2]
+    with pytest.raises(ValueError, match=re.escape("index_shuffle seed must be >= 0 (taken mod "
+                                                   "2**32), got -1.")):
+        index_shuffle(2, 9, -1)  # was numpy's OverflowError
+    with pytest.raises(ValueError, match="index_shuffle seed must be an int .*got float 1.5"):
+        index_shuffle(2, 9, 1.5)  # was cast to seed 1
+    with pytest.raises(ValueError, match="index_shuffle_np seed must be >= 0 .*got -3"):
+        index_shuffle_np(np.arange(3), 9, np.array([1, 2, -3]))

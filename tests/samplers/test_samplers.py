@@ -105,3 +105,17 @@ def test_repr_shows_settings_and_position():
     assert repr(sampler) == "ShuffledSampler(num_epochs=2, num_records=5, seed=1) at epoch 0, index 2"
     assert repr(SlidingWindowSampler(5, window=3, stride=2)) == (
         "SlidingWindowSampler(num_epochs=1, num_records=5, window=3, stride=2) at epoch 0, index 0")
+
+
+def test_state_past_the_last_epoch_is_refused_not_served():
+    with pytest.raises(StateError, match=r"state 'epoch' must be an int in \[0, 1\] \(the epoch it "
+                       r"stands in; this one runs num_epochs=2: build it as the saved one was\), "
+                       r"got 5"):
+        SequentialSampler(3, num_epochs=2).set_state({"epoch": 5, "index": 0})
+    finished = ShuffledSampler(3, seed=2, num_epochs=2)
+    finished.set_state({"epoch": 1, "index": 3})  # where a finished run stands
+    assert list(finished) == []
+    endless = SequentialSampler(3, num_epochs=-1)
+    endless.set_state({"epoch": 50, "index": 1})
+    assert [next(endless) for _ in range(3)] == [1, 2, 0]
+    assert endless.get_state() == {"epoch": 51, "index": 1}

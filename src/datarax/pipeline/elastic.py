@@ -53,11 +53,22 @@ def restore(
     source, reading = context.source, context.reading
     index, count = source.shard.index, source.shard.count
     where = f"Pipeline over {type(source).__name__}"
-    if source.shard.padded or state["settings"].get("padded_shards"):
+    if state["settings"].get("padded_shards"):
+        raise StateError(
+            f"{where}: this state was saved by {saved.count} process(es) with "
+            "pad_remainder=True (shares rounded up to whole padding slots), which restores "
+            f"only on {saved.count} processes; this pipeline runs as shard {index} of "
+            f"{count}. Restore it on {saved.count} processes with pad_remainder=True.",
+            field="shard",
+        )
+    if source.shard.padded:
         raise StateError(
             f"{where}: this state was saved by {saved.count} process(es) and this pipeline "
-            f"runs as shard {index} of {count}, with pad_remainder=True (shares rounded "
-            f"up to whole padding slots), which restores only on {saved.count} processes.",
+            f"runs as shard {index} of {count} with pad_remainder=True (shares rounded up "
+            "to whole padding slots), which takes only a state saved on "
+            f"{count} processes with pad_remainder=True. Restore it without pad_remainder "
+            f"(another process count re-splits the rest of the epoch), or on {saved.count} "
+            "processes.",
             field="shard",
         )
     refuse_other_share(context, f"{where}: this state was saved by {saved.count} process(es) "

@@ -52,6 +52,9 @@ _DIGEST_HINTS = {
     "num_records": " (the records its source holds: the data gained or lost records since "
     "the state was saved, or it is other data, so the position would name other records; "
     "restore over the data the state was saved with, or start a fresh pass)",
+    "padded_shards": " (True: built with pad_remainder=True over several processes, each "
+    "share rounded up with padding rows; None: without, each share cut down; a position "
+    "names other records under each, so build it with the saved pad_remainder)",
     "files": " (a digest of an ArrayRecord source's files' names and record counts, in "
     "order: it reads other files, or the same files in another order, so the position "
     "would name other records; build it over the files the state was saved with: a glob "

@@ -143,9 +143,11 @@ def _encrypt(value: Any, keys: list[Any], half: int, one: Any) -> Any:
 
 
 def index_shuffle(index: int, max_index: int, seed: int, rounds: int = ROUNDS) -> int:
-    """Position of ``index`` in the permutation of ``[0, max_index]`` given by ``seed``."""
+    """Position of ``index`` in the permutation of ``[0, max_index]`` given by ``seed``
+    (an int >= 0, taken mod ``2**32``)."""
     if not 0 <= index <= max_index:
         raise ValueError(f"index must be in [0, {max_index}], got {index}.")
+    seed = int(_host_seed(seed, "index_shuffle"))
     if max_index == 0:
         return 0
     half = block_bits(max_index) // 2
@@ -184,8 +186,16 @@ def small_permutation(length: int, seed: int) -> np.ndarray:
 def index_shuffle_np(
     indices: np.ndarray, max_index: int, seed: int | np.ndarray, rounds: int = ROUNDS
 ) -> np.ndarray:
-    """Vectorised :func:`index_shuffle`; ``seed`` may be an array broadcastable to ``indices``."""
-    idx = np.asarray(indices, dtype=np.uint64)
+    """Vectorised :func:`index_shuffle`; ``seed`` may be an array broadcastable to ``indices``.
+
+    Example:
+        >>> index_shuffle_np(np.array([10]), 9, 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: index_shuffle_np indices must be in [0, 9] (positions of the permutation of [0, max_index]), got 10..10.
+    """
+    idx = _checked_indices(indices, max_index)
+    seed = _host_seed(seed, "index_shuffle_np")
     if max_index == 0:
         return np.zeros_like(idx, dtype=np.int64)
     if rounds == ROUNDS and uses_small_table(max_index):
@@ -215,6 +225,40 @@ def index_shuffle_np(
         pending = value > limit
         if not pending.any():
             return value.astype(np.int64)
+
+
+def _checked_indices(indices: Any, max_index: int) -> np.ndarray:
+    """``indices`` as uint64, refused unless integers in ``[0, max_index]`` (a position out
+    of range would name a record twice)."""
+    given = np.asarray(indices)
+    where = "index_shuffle_np"
+    if max_index < 0:
+        raise ValueError(f"{where} max_index must be >= 0 (the permutation is of "
+                         f"[0, max_index]), got {max_index}.")
+    if given.size == 0:
+        return given.astype(np.uint64)
+    if given.dtype.kind not in "iu":
+        raise ValueError(f"{where} indices must be integers, got dtype {given.dtype}; "
+                         "pass positions as an int array.")
+    low, high = int(given.min()), int(given.max())
+    if low < 0 or high > max_index:
+        raise ValueError(f"{where} indices must be in [0, {max_index}] (positions of the "
+                         f"permutation of [0, max_index]), got {low}..{high}.")
+    return given.astype(np.uint64)
+
+
+def _host_seed(seed: Any, where: str) -> np.ndarray:
+    """``seed`` (an int or int array) as uint64 words mod ``2**32``; a negative or
+    non-integer seed is refused (it would be cast to some other seed)."""
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
+        return np.asarray(seed & _MASK32, dtype=np.uint64)
+    given = np.asarray(seed)
+    if given.dtype.kind not in "iu":
+        raise ValueError(f"{where} seed must be an int (or int array), got {type(seed).__name__} "
+                         f"{seed!r}.")
+    if given.size and int(given.min()) < 0:
+        raise ValueError(f"{where} seed must be >= 0 (taken mod 2**32), got {int(given.min())}.")
+    return given.astype(np.uint64) & np.uint64(_MASK32)
 
 
 def index_shuffle_jnp(indices: Any, max_index: int, seed: Any, rounds: int = ROUNDS) -> Any:

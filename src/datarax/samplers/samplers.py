@@ -69,7 +69,10 @@ class Sampler:
         """Continue after the last item the saved sampler handed out."""
         name = type(self).__name__
         refuse_pipeline_state(state, name)
-        epoch = saved_count(state, "epoch", name)
+        last = None if self.num_epochs == -1 else self.num_epochs - 1
+        epoch = saved_count(state, "epoch", name, at_most=last,
+                            meaning=f"the epoch it stands in; this one runs num_epochs="
+                            f"{self.num_epochs}: build it as the saved one was")
         index = saved_count(state, "index", name, at_most=len(self),
                             meaning=f"items handed out of an epoch of {len(self)} items")
         self.epoch, self.index = epoch, index
