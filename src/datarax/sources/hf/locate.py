@@ -80,6 +80,7 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
     if config.data_dir is not None:
         kwargs["data_dir"] = config.data_dir
     if name is not None and _is_saved_to_disk(name):
+        _check_saved_alone(config, where)
         loaded = datasets.load_from_disk(name)
         if isinstance(loaded, datasets.Dataset):
             loaded = {str(loaded.split or "train"): loaded}
@@ -104,6 +105,10 @@ def open_splits(config: HFConfig, *, streaming: bool, where: str,
             )
     if files is not None:
         _check_files_named_once(files, where)
+        if name is None or name in _BUILDER_BY_SUFFIX.values():  # paths from the cwd
+            _check_files_exist(files, where)
+        if name is None:
+            _check_one_format(files, where)
         kwargs["data_files"] = {base: list(files) if isinstance(files, tuple) else files}
         if path is None:
             first = files if isinstance(files, str) else files[0]
@@ -173,6 +178,50 @@ def _check_files_named_once(files: Any, where: str) -> None:
     named = [(f, pattern_files(f))
              for f in entries if isinstance(f, str) and not is_remote(f)]
     check_named_once(named, where, "data_files")
+
+
+def _check_saved_alone(config: HFConfig, where: str) -> None:
+    """Refuse ``data_files`` / ``data_dir`` with a ``save_to_disk`` folder, which holds
+    its own splits (``load_from_disk`` would ignore them)."""
+    extra = [f"{k}={v!r}" for k, v in (("data_files", config.data_files),
+                                       ("data_dir", config.data_dir)) if v is not None]
+    if extra:
+        raise ConfigError(
+            f"{where}: {config.name!r} is a folder written by save_to_disk, which holds its "
+            f"own splits, so {' and '.join(extra)} would be ignored. Drop them to read the "
+            "saved dataset, or pass name=None with data_files to read those files.")
+
+
+def _check_files_exist(files: Any, where: str) -> None:
+    """Refuse a local data file that does not exist, or a pattern that matches none."""
+    entries = [files] if isinstance(files, str) else list(files)
+    for f in entries:
+        if not isinstance(f, str) or is_remote(f):
+            continue
+        if not all(os.path.exists(m) for m in pattern_files(f)) or not pattern_files(f):
+            what = "matches no files" if glob.has_magic(f) else "does not exist"
+            raise ConfigError(
+                f"{where}: data file {f!r} of data_files {what} (relative paths are read "
+                f"from the current folder, {os.getcwd()!r}). Check the path.")
+
+
+def _check_one_format(files: Any, where: str) -> None:
+    """Refuse local data files of several formats: ``datasets`` reads every file as
+    the first one's format, and fails on the others as if they were corrupt."""
+    entries = [files] if isinstance(files, str) else list(files)
+    formats: dict[str, str] = {}
+    for f in entries:
+        if isinstance(f, str) and not is_remote(f):
+            for m in pattern_files(f):
+                fmt = builder_for(m)
+                if fmt is not None:
+                    formats.setdefault(fmt, m)
+    if len(formats) > 1:
+        named = ", ".join(f"{fmt} ({path!r})" for fmt, path in formats.items())
+        raise ConfigError(
+            f"{where}: data_files mixes formats: {named}; one split is read with one "
+            "format. Convert the files to one format, or read each format with its own "
+            "source.")
 
 
 def _is_local(name: str | None, files: Any) -> bool:
