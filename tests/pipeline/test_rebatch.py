@@ -308,3 +308,12 @@ def test_a_restored_rebatch_iterator_that_served_nothing_passes_nothing_over(mod
         restored = make()
         restored.set_state(first.get_state())
     assert ids(restored) == rest
+
+
+def test_a_bad_repeat_count_of_a_rebatch_names_rebatch_repeat():
+    rebatch = Rebatch(pipeline(stochastic=False), split=2)
+    with pytest.raises(ConfigError) as err:
+        rebatch.repeat(-1)
+    assert str(err.value) == (
+        "Rebatch.repeat must be an int >= 0 (or None: without end), got -1.")
+    assert len(rebatch.repeat(np.int64(2))) == 2 * len(rebatch)
