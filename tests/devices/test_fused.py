@@ -201,3 +201,17 @@ def test_scan_names_the_call_a_train_step_of_the_wrong_signature_cannot_take():
     assert (pipeline.epoch, pipeline.position) == (0, 0)
     assert_same(unstack(pipeline.scan(echo, length=1)), [host(next(iter(
         make_pipeline("indexed", N, B))))])
+
+
+def test_a_scan_longer_than_positions_can_count_is_refused_before_anything_moves():
+    """The last step's position is checked before the positions are laid out: a huge
+    length is refused at once, naming it, and the pipeline stays where it stood."""
+    pipeline = make_pipeline("indexed", N, B)
+    with pytest.raises(OverflowError, match=r"^Pipeline.scan length=10{30} would run to epoch "
+                       r"\d+ of a 20-record source, whose global record positions pass \d+, "
+                       r"the largest int\d\d holds; scan fewer steps per call"):
+        pipeline.scan(echo, length=10**30)
+    assert (pipeline.epoch, pipeline.position) == (0, 0)
+    looped = [host(b) for b in make_pipeline("indexed", N, B)]
+    assert_same(unstack(pipeline.scan(echo, length=np.int64(7))), looped + looped[:2])
+    assert (pipeline.epoch, pipeline.position) == (1, 8)

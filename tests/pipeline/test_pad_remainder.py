@@ -187,3 +187,15 @@ def test_padded_state_mismatch_names_the_side_with_pad_remainder():
                        r"padded_shards=None \(True: built with pad_remainder=True over several "
                        r"processes"):
         make(1, 3, False).set_state(padded_state)
+
+
+def test_a_padded_batch_past_int32_rows_is_refused_when_built():
+    with pytest.raises(ConfigError) as err:
+        Pipeline(memory(7), batch_size=2**31, pad_remainder=True)
+    assert str(err.value) == (
+        "Pipeline pad_remainder=True pads each epoch's last batch to batch_size=2147483648 "
+        "rows, more than 2**31 - 1: no batch of that many rows can be made. Give the batch "
+        "size the model takes (padding fills it up to that), or pad_remainder=False for one "
+        "unpadded batch of the whole epoch.")
+    whole = Pipeline(memory(7), batch_size=2**31)  # unpadded: one batch of the epoch
+    assert [b["x"].tolist() for b in whole] == [list(range(7))]

@@ -38,6 +38,16 @@ def test_peek_after_a_break_is_the_next_epochs_first_batch():
     assert xs(next(iterator)) == peeked
 
 
+def test_peek_after_step_is_the_next_loops_batch_and_step_goes_on_with_its_pass():
+    stepped, looped = make(), make()
+    first = xs(stepped.step())
+    peeked = xs(stepped.peek())
+    epochs = [[xs(b) for b in looped] for _ in range(2)]
+    assert first == epochs[0][0] and peeked == epochs[1][0]  # the next pass's first
+    assert xs(stepped.step()) == epochs[0][1]  # step() goes on with the live pass
+    assert (stepped.epoch, stepped.position) == (0, 8)
+
+
 def test_peek_after_a_restore_is_the_batch_the_restore_continues_with():
     reference = make()
     iterator = iter(reference)

@@ -308,3 +308,31 @@ def test_a_restored_rebatch_iterator_that_served_nothing_passes_nothing_over(mod
         restored = make()
         restored.set_state(first.get_state())
     assert ids(restored) == rest
+
+
+def test_a_bad_repeat_count_of_a_rebatch_names_rebatch_repeat():
+    rebatch = Rebatch(pipeline(stochastic=False), split=2)
+    with pytest.raises(ConfigError) as err:
+        rebatch.repeat(-1)
+    assert str(err.value) == (
+        "Rebatch.repeat must be an int >= 0 (or None: without end), got -1.")
+    assert len(rebatch.repeat(np.int64(2))) == 2 * len(rebatch)
+
+
+@pytest.mark.parametrize("mode", ["group", "split"])
+def test_an_iterator_a_newer_one_ended_raises_stale_rather_than_stop(mode):
+    from datarax.core.errors import StaleIteratorError
+
+    rebatch = Rebatch(pipeline(stochastic=False), **{mode: 2})
+    old = iter(rebatch)
+    next(old)
+    newest = iter(rebatch)
+    with pytest.raises(StaleIteratorError, match=rf"^This iterator of Rebatch\({mode}=2\) of a "
+                       r"Pipeline over MemorySource with batch_size 4 was ended by a newer "
+                       r"iter\(rebatch\) or rebatch.set_state\(\): one iterator per Rebatch"):
+        next(old)
+    assert len(ids(newest)) == len(rebatch)  # the newest serves its whole pass
+    closed = iter(rebatch)
+    closed.close()
+    with pytest.raises(StopIteration):  # closed by hand: ended, not stale
+        next(closed)

@@ -17,6 +17,8 @@ from datarax.core.reading import Reading, reading_of
 from datarax.host.counts import check_count, python_ints
 from datarax.pipeline.plan import filter_position
 
+_INT32_MAX = 2**31 - 1  # rows a padded batch can hold
+
 
 def check_arguments(
     source: Any,
@@ -63,6 +65,13 @@ def check_arguments(
             "Pipeline pad_remainder=True pads the short last batch; it cannot be "
             "combined with " + ("drop_remainder=True, which drops it." if drop_remainder
             else "sharding= (pad on each process, or place the padded batches yourself).")
+        )
+    if pad_remainder and batch_size > _INT32_MAX:
+        raise ConfigError(
+            f"Pipeline pad_remainder=True pads each epoch's last batch to batch_size="
+            f"{batch_size} rows, more than 2**31 - 1: no batch of that many rows can be "
+            "made. Give the batch size the model takes (padding fills it up to that), or "
+            "pad_remainder=False for one unpadded batch of the whole epoch."
         )
     count = jax.process_count() if shard_count is None else shard_count
     index = jax.process_index() if shard_index is None else shard_index

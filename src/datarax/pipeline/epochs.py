@@ -225,8 +225,9 @@ class Repeat(Transformation):
 
     def __init__(self, parent: Any, epochs: int | None, context: Any = None) -> None:
         super().__init__(parent)
+        where = "Pipeline.repeat" if context is not None else "Rebatch.repeat"
         self._left = None if epochs is None else check_count(
-            epochs, "Pipeline.repeat", 0, " (or None: without end)")
+            epochs, where, 0, " (or None: without end)")
         self._epochs = self._left
         self._context = context  # the pipeline's PassContext (None over a Rebatch)
         self._iterator: Any = None

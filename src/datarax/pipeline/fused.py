@@ -39,7 +39,7 @@ from datarax.core.config import check_count
 from datarax.core.errors import ConfigError, refused_call
 from datarax.core.spec import refuse_declared_64bit, text_fields
 from datarax.core.step_cache import cached
-from datarax.pipeline.dispatch import check_positions, position_dtype
+from datarax.pipeline.dispatch import position_dtype
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
 
@@ -160,21 +160,39 @@ def scan_positions(
     context: PassContext, epoch: int, index: int, length: int
 ) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     """Global start positions and epochs of the next ``length`` full batches from record
-    ``index`` of pass ``epoch``, and the ``(epoch, index)`` standing after them."""
+    ``index`` of pass ``epoch``, and the ``(epoch, index)`` standing after them; the last
+    position is checked before any array is made."""
     source = context.source
     n = len(source)  # type: ignore[arg-type]
     lo = source.shard.bounds(n)[0]
     batch = context.plan.batch_size
     size = source.epoch_size() or 0
-    starts, epochs = [], []
-    for _ in range(length):
-        if index + batch > size:  # the pass is over: the next batch opens the next one
-            epoch, index = epoch + 1, 0
-        starts.append(epoch * n + lo + index)
-        epochs.append(epoch)
-        index += batch
-    check_positions(epoch, n, starts[-1] + batch)
-    return np.asarray(starts, position_dtype()), np.asarray(epochs, np.int32), (epoch, index)
+    per_pass = size // batch  # full batches of a pass
+    if per_pass == 0:
+        raise ConfigError(
+            f"Pipeline.scan runs full batches, but an epoch of {type(source).__name__} "
+            f"holds {size} records, fewer than batch_size={batch}."
+        )
+    here = max(0, (size - index) // batch)  # full batches left in this pass
+    later = length - 1 - here  # the last step's steps into the passes after this one
+    last_epoch, last_index = ((epoch, index + (length - 1) * batch) if later < 0
+                              else (epoch + 1 + later // per_pass, later % per_pass * batch))
+    end = last_epoch * n + lo + last_index + batch
+    dtype = np.dtype(position_dtype())
+    if end > np.iinfo(dtype).max:
+        raise OverflowError(
+            f"Pipeline.scan length={length} would run to epoch {last_epoch} of a {n}-record "
+            f"source, whose global record positions pass {np.iinfo(dtype).max}, the largest "
+            f"{dtype.name} holds; scan fewer steps per call"
+            + (" (or enable jax_enable_x64)." if dtype == np.int32 else ".")
+        )
+    steps = np.arange(length, dtype=np.int64)
+    later_steps = steps - here
+    epochs = np.where(steps < here, epoch, epoch + 1 + later_steps // per_pass)
+    indices = np.where(steps < here, index + steps * batch, later_steps % per_pass * batch)
+    starts = epochs * n + lo + indices
+    return (starts.astype(position_dtype()), epochs.astype(np.int32),
+            (last_epoch, last_index + batch))
 
 
 def scan_program(

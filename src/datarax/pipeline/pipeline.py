@@ -271,7 +271,9 @@ class Pipeline(nnx.Module):
                            self.__session)
 
     def peek(self) -> Batch:
-        """The next batch a loop would hand out, without moving the position."""
+        """The first batch the next ``for batch in pipeline`` would hand out, without
+        moving the position. After ``step()`` or inside a loop that is the next pass's
+        first batch, not the live iterator's next one (``next(iterator)``, ``step()``)."""
         source, session = self.source, self.__session
         epoch, index = source.epoch, source.index
         previous, left = session.live, session.left

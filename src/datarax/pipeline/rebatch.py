@@ -16,7 +16,7 @@ import numpy as np
 
 from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import check_count
-from datarax.core.errors import ConfigError, StateError
+from datarax.core.errors import ConfigError, StaleIteratorError, StateError
 from datarax.core.dtypes import is_host_leaf
 from datarax.pipeline.epochs import Repeat, Transformation
 from datarax.pipeline.pipeline import Pipeline
@@ -49,7 +49,8 @@ def _check_placement(pipeline: Pipeline, mode: str, k: int) -> None:
             f"Rebatch split={k} cuts the pipeline's batches of {pipeline.batch_size} into "
             f"parts of {part} records, which do not split over the {split} device(s) of its "
             f"sharding= (mesh axes {list(placement.batch_axes)}); choose a split k with "
-            f"{pipeline.batch_size} // k divisible by {split}."
+            f"{pipeline.batch_size} // k divisible by {split}, or build the pipeline with "
+            f"a batch_size that is a multiple of {k * split} ({k} parts of {split} records)."
         )
 
 
@@ -176,7 +177,7 @@ class Rebatch(Transformation):
     def _close_live(self) -> None:
         live = self._live() if self._live is not None else None
         if live is not None:
-            live.close()
+            live.supersede()
         self._live = None
 
     # ------------------------------------------------------------------- state
@@ -255,6 +256,7 @@ class RebatchIterator:
         self._before: dict[str, Any] | None = None
         self._next_part = 0
         self._closed = False
+        self._stale = False  # ended by a newer iter(rebatch) or rebatch.set_state()
 
     @property
     def epoch(self) -> int:
@@ -309,7 +311,19 @@ class RebatchIterator:
         self._closed = True
         self._inner.close()
 
+    def supersede(self) -> None:
+        """End this pass for a newer one: its next ``next()`` raises ``StaleIteratorError``."""
+        self.close()
+        self._stale = True
+
     def __next__(self) -> Batch:
+        if self._stale:
+            raise StaleIteratorError(
+                f"This iterator of {self._owner!r} was ended by a newer iter(rebatch) or "
+                "rebatch.set_state(): one iterator per Rebatch is live at a time. Keep using "
+                "the newest iterator, or build a second Rebatch over its own Pipeline for an "
+                "independent pass."
+            )
         if self._owner.mode == "group":
             return self._next_group()
         return self._next_part_of_batch()

@@ -39,5 +39,6 @@ def test_a_split_whose_parts_do_not_split_over_the_devices_is_refused():
     with pytest.raises(ConfigError, match=r"Rebatch split=4 cuts the pipeline's batches of 16 "
                        r"into parts of 4 records, which do not split over the 8 device\(s\) of "
                        r"its sharding= \(mesh axes \['data'\]\); choose a split k with 16 // k "
-                       r"divisible by 8\."):
+                       r"divisible by 8, or build the pipeline with a batch_size that is a "
+                       r"multiple of 32 \(4 parts of 8 records\)\."):
         Rebatch(pipeline, split=4)
