@@ -95,6 +95,17 @@ def test_step_counts_several_batches_and_write_forces_a_snapshot(tmp_path):
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [5, 5]
 
 
+def test_a_step_past_several_multiples_writes_one_snapshot_appended(tmp_path):
+    pipeline = make_pipeline()
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"step": 0}\n')  # an earlier run's line: kept, the new ones after it
+    with StatsLogger(pipeline, every=3, jsonl_path=path) as logger:
+        assert logger.step(7)["step"] == 7  # passed 3 and 6: one snapshot, at 7
+        assert logger.step(1) is None  # 8
+        assert logger.step(1)["step"] == 9
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [0, 7, 9]
+
+
 def test_tensorboard_scalars_at_each_snapshot(tmp_path):
     pytest.importorskip("tensorboardX")
     pipeline = make_pipeline(n=40, batch_size=8)  # 5 batches
