@@ -156,8 +156,19 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
 
     def error_policy(self) -> ErrorPolicy:
         """The bad-record policy (the config's ``on_error`` fields, else raise)."""
-        make = getattr(self.config, "error_policy", None)
-        return make() if callable(make) else ErrorPolicy()
+        config = self.config
+        make = getattr(config, "error_policy", None)
+        if callable(make):
+            return make()
+        if not hasattr(config, "on_error"):
+            return ErrorPolicy()
+        # a config of one's own that declares the fields without BadRecordFields
+        budgets = [getattr(config, name, None) for name in ("max_skipped", "max_skipped_fraction")]
+        budgets = [b.item() if isinstance(b, np.generic) else b for b in budgets]
+        try:
+            return ErrorPolicy(config.on_error, *budgets)
+        except ConfigError as err:
+            raise ConfigError(f"{type(config).__name__}: {err}") from None
 
     def _reword_error(self, err: RecordError) -> RecordError:
         """The error a failed read raises (default: the reader's own)."""
