@@ -98,7 +98,9 @@ def traced_fn_error(op: OperatorModule, err: BaseException) -> ConfigError:
 
 def check_fields_out(op: OperatorModule, out: dict[str, Any], traced: bool) -> None:
     """Refuse fields ``fn`` returned as ``None`` (or, when traced, as a non-array)."""
-    none = sorted(str(k) for k, v in out.items() if v is None)
+    none = sorted(str(path[0].key) if len(path) == 1 else jax.tree_util.keystr(path)
+                  for path, v in jax.tree_util.tree_leaves_with_path(
+                      out, is_leaf=lambda v: v is None) if v is None)
     if none:
         drop = ("return element.replace_data({...}) with the fields to keep"
                 if type(op).__name__ == "ElementOperator"

@@ -124,8 +124,10 @@ class MapOperator(FunctionOperator):
             check_fields_out(self, out, traced=True)
             return out
 
+        # a nested field's arrays each go through fn (one array at a time, as documented)
         if self.config.stochastic:
-            return jax.vmap(
-                lambda record, key: checked({f: self.fn(v, key) for f, v in record.items()})
-            )(chosen, keys)
-        return jax.vmap(lambda record: checked({f: self.fn(v) for f, v in record.items()}))(chosen)
+            return jax.vmap(lambda record, key: checked(
+                {f: jax.tree.map(lambda a: self.fn(a, key), v) for f, v in record.items()}
+            ))(chosen, keys)
+        return jax.vmap(lambda record: checked(
+            {f: jax.tree.map(self.fn, v) for f, v in record.items()}))(chosen)
