@@ -11,7 +11,7 @@ from flax import nnx
 from datarax.core.config import StructuralConfig
 from datarax.core.lengths import length_or_none
 from datarax.core.errors import ConfigError, SourceContractError, SpecMismatchError, StateError
-from datarax.mixing import MixSource
+from datarax.mixing import MixSource, MixSourceConfig
 from datarax.operators import ElementOperator, ElementOperatorConfig
 from datarax.pipeline import Pipeline
 from datarax.sources import (
@@ -309,6 +309,14 @@ def test_bad_configuration_is_refused(kwargs, error, message):
     with pytest.raises(error) as err:
         MixSource({"a": memory(0, 3), "b": memory(5, 8)}, **kwargs)
     assert message in str(err.value)
+
+
+def test_a_config_built_without_sources_says_to_pass_the_sources_to_mix_source():
+    """Upstream's form, a config first, ported as it is: the config names no sources."""
+    with pytest.raises(ConfigError) as err:
+        MixSourceConfig(weights=(0.7, 0.3))
+    assert "this MixSourceConfig names none" in str(err.value)
+    assert "MixSource([a, b], [0.7, 0.3], mode='epoch', seed=0)" in str(err.value)
 
 
 def test_sources_that_cannot_mix_are_refused():

@@ -86,6 +86,12 @@ class MixSourceConfig(StructuralConfig):
         check_seed(self, "seed")
         if self.mode not in MODES:
             raise ConfigError(f"MixSource mode must be one of {list(MODES)}, got {self.mode!r}.")
+        if not self.names:  # upstream's MixDataSourcesConfig(...) form, ported as it is
+            raise ConfigError(
+                "MixSource mixes 2 or more sources; this MixSourceConfig names none. "
+                "MixSource builds its config from the sources: pass them there, "
+                "MixSource([a, b], [0.7, 0.3], mode='epoch', seed=0), not a config."
+            )
         if len(self.names) != len(self.weights):
             raise ConfigError(
                 f"MixSource got {len(self.names)} sources and {len(self.weights)} weights; "
