@@ -1,5 +1,6 @@
 """A source of one's own whose config declares ``on_error`` (without the
-``BadRecordFields`` mixin) gets that policy, not a silent ``"raise"``."""
+``BadRecordFields`` mixin) gets that policy, not a silent ``"raise"``; one whose config
+lacks the field is told how to add it, not to pass an argument it cannot take."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ class Lines(RandomAccessSource):
         return {"x": np.int32(int(raw))}
 
 
+@dataclass(frozen=True)
+class BareLinesConfig(StructuralConfig):
+    """No on_error field."""
+
+
+class BareLines(Lines):
+    """Lines with a config of no on_error; line 4 has two values (another shape)."""
+
+    def decode(self, raw):
+        return {"x": np.int32([int(raw)] * (2 if raw == "4" else 1))}
+
+
 def _values(source):
     return sum((np.asarray(b["x"]).tolist() for b in Pipeline(source=source, stages=[],
                                                                 batch_size=4)), [])
@@ -61,3 +74,30 @@ def test_a_plain_config_budget_is_kept_and_a_bad_policy_names_the_config():
     source.close()
     with pytest.raises(ConfigError, match="LinesConfig"):
         Lines(LinesConfig(on_error="skp")).error_policy()
+
+
+def test_the_skip_hint_says_on_error_skip_where_the_config_has_the_field():
+    source = Lines(LinesConfig())
+    with pytest.raises(RecordError) as caught:
+        _values(source)
+    source.close()
+    assert str(caught.value).endswith(
+        "or construct the source with on_error='skip' to drop bad records (they are "
+        "counted and reported).")
+
+
+def test_the_skip_hint_says_how_to_add_on_error_where_the_config_lacks_it():
+    add = ("give BareLinesConfig an on_error field (mix in "
+           "datarax.sources.random_access.BadRecordFields) and construct the source with "
+           "on_error='skip' to drop")
+    source = BareLines(BareLinesConfig())
+    with pytest.raises(RecordError) as caught:  # the pass stops at line 2 ("two")
+        _values(source)
+    source.close()
+    assert "cannot read record 2 (epoch 0): ValueError" in str(caught.value)
+    assert add + " bad records" in str(caught.value)
+    with pytest.raises(RecordError) as caught:  # by index: line 4, another shape
+        BareLines(BareLinesConfig())[4]
+    assert "every record must decode to the same shapes" in str(caught.value)
+    assert add + " such records" in str(caught.value)
+    assert "or construct the source" not in str(caught.value)

@@ -35,7 +35,7 @@ from datarax.host.dtypes import fit_value, text_kind
 from datarax.host.specs import ArraySpec, TextSpec, describe_field, host_field_spec
 
 __all__ = ["DecodedRecords", "KeyedRecord", "RecordStructureError", "describe_cause", "keyed",
-           "spec_of", "stack_values", "structure_hint"]
+           "spec_of", "stack_values", "structure_hint", "SKIP_ADVICE"]
 
 
 class KeyedRecord(NamedTuple):
@@ -128,14 +128,20 @@ class RecordStructureError(ValueError):
     """A decoded record whose structure differs from the first record's."""
 
 
-def structure_hint(cause: BaseException) -> str | None:
+#: how a message tells the user to skip bad records, for a source whose config has
+#: ``on_error`` (every built-in source's does).
+SKIP_ADVICE = "construct the source with on_error='skip'"
+
+
+def structure_hint(cause: BaseException, skip_advice: str = SKIP_ADVICE) -> str | None:
     """What to do about a record that decodes to other fields, shapes or dtypes than the
-    first (the file may well be fine); None for any other failure."""
+    first (the file may well be fine); None for any other failure. ``skip_advice``: how
+    to skip bad records with this source."""
     if not isinstance(cause, RecordStructureError):
         return None
     return ("The file may be fine: pass a decode= that gives every record the same "
             "(records of several lengths: pad or cut them; images of several sizes: "
-            "decode=datarax.decode_images(...)), or construct the source with on_error='skip' "
+            f"decode=datarax.decode_images(...)), or {skip_advice} "
             "to drop such records (they are counted and reported).")
 
 

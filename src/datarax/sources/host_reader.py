@@ -44,7 +44,7 @@ from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions, Workers
 from datarax.sources.skip_ledger import (
-    ErrorPolicy, SkipLedger, SkippedRecord, bad_record_error, record_place)
+    SKIP_ADVICE, ErrorPolicy, SkipLedger, SkippedRecord, bad_record_error, record_place)
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
@@ -104,6 +104,8 @@ class HostReader:
             source whose reads follow a plan made at each epoch's start (remote files).
         learn_in_first_read: the structure learned from record 0 read in a session's first
             read (no round trip of its own), not at :meth:`start`, without processes.
+        skip_advice: how bad-record messages say to skip such records (a source whose
+            config has no ``on_error``: :func:`~datarax.sources.skip_ledger.add_on_error_advice`).
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class HostReader:
         decode_processes: int = 0,
         read_next_epoch: bool = True,
         learn_in_first_read: bool = False,
+        skip_advice: str = SKIP_ADVICE,
     ) -> None:
         num_threads = check_count(num_threads, f"{name} num_threads", 1)  # NumPy ints too
         read_ahead, chunk_size, max_chunk = (
@@ -140,6 +143,7 @@ class HostReader:
         self._batch = 0  # the batch size chunk_size was chosen for (0: given)
         self.policy = policy or ErrorPolicy()
         self.name = name
+        self.skip_advice = skip_advice  # how bad-record messages say to skip them
         if decode_batch is not None and not callable(decode_batch):
             raise ConfigError(f"{name} decode_batch must be callable (list of raw records -> dict "
                               f"of arrays with one row per record), got {decode_batch!r}.")
@@ -185,7 +189,7 @@ class HostReader:
     def record_error(self, index: int, cause: BaseException, *, epoch: int | None = None) -> RecordError:
         """The :class:`RecordError` for stable record ``index`` failing with ``cause``."""
         return bad_record_error(self.name, self.locate(index), cause, skipping=self.policy.skips,
-                                epoch=epoch)
+                                epoch=epoch, skip_advice=self.skip_advice)
 
     def element_spec(self) -> dict[str, Any]:
         """Per-record spec from decoding the first readable record (cached)."""

@@ -55,7 +55,8 @@ from datarax.sources.decoded_records import DecodedRecords
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import SessionCursor
-from datarax.sources.skip_ledger import ErrorPolicy, SkipCounts, SkippedRecord, bad_record_error
+from datarax.sources.skip_ledger import (
+    SKIP_ADVICE, ErrorPolicy, SkipCounts, SkippedRecord, add_on_error_advice, bad_record_error)
 from datarax.typing import Batch
 
 
@@ -219,10 +220,18 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
                 policy=self.error_policy(),
                 name=type(self).__name__,
                 cast_float64=self._cast_float64(),
+                skip_advice=self._skip_advice(),
             )
             if self._closed:  # built after close() (for stats, say): it reads nothing
                 self.__reader.close()
         return self.__reader
+
+    def _skip_advice(self) -> str:
+        """How bad-record messages say to skip: ``on_error='skip'``, or, for a config
+        without the field, how to add it."""
+        if hasattr(self.config, "on_error"):
+            return SKIP_ADVICE
+        return add_on_error_advice(type(self.config).__name__)
 
     def _cast_float64(self) -> bool:
         return bool(getattr(self.config, "cast_float64", False))
@@ -253,7 +262,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
             raise
         except Exception as cause:
             raise bad_record_error(type(self).__name__, self.locate(at), cause,
-                                   skipping=False) from cause
+                                   skipping=False, skip_advice=self._skip_advice()) from cause
         return dict(record)
 
     # ------------------------------------------------------------ description

@@ -37,7 +37,7 @@ from flax import nnx
 from datarax.core.errors import RecordError
 from datarax.core.position import saved_count
 from datarax.host.dtypes import NarrowingError
-from datarax.sources.decoded_records import describe_cause, structure_hint
+from datarax.sources.decoded_records import SKIP_ADVICE, describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
 from datarax.sources.error_policy import ON_ERROR_CHOICES, ErrorPolicy
 from datarax.storage.errors import RemoteObjectError
@@ -51,6 +51,8 @@ __all__ = [
     "SkipCounts",
     "bad_record_error",
     "record_place",
+    "SKIP_ADVICE",
+    "add_on_error_advice",
 ]
 
 MAX_REPORTS = 10_000
@@ -64,11 +66,22 @@ def record_place(path: str | None, index_in_file: int) -> str:
     return f"record {index_in_file} of file '{path}'"
 
 
+def add_on_error_advice(config_name: str) -> str:
+    """How to skip bad records with a source whose config (``config_name``) has no
+    ``on_error`` field: add one (the skip advice of such a source's messages)."""
+    return (f"give {config_name} an on_error field (mix in "
+            "datarax.sources.random_access.BadRecordFields) and construct the source with "
+            "on_error='skip'")
+
+
 def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseException, *,
-                     skipping: bool, epoch: int | None = None) -> RecordError:
+                     skipping: bool, epoch: int | None = None,
+                     skip_advice: str = SKIP_ADVICE) -> RecordError:
     """The :class:`RecordError` of source ``name``'s record at ``place`` (``(path,
     index in file)``) failing with ``cause``: where it is, what went wrong and what to do
-    (``skipping``: the source skips bad records already, so only the data can be fixed).
+    (``skipping``: the source skips bad records already, so only the data can be fixed;
+    ``skip_advice``: how to skip them, :func:`add_on_error_advice` for a config without
+    ``on_error``).
 
     Example:
         >>> str(bad_record_error("MySource", ("a.bin", 3), ValueError("bad"), skipping=True))
@@ -82,13 +95,12 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     elif skipping:  # skipping already (no record of the first few decodes)
         hint = "Fix or regenerate the file, or the decode if it is what raised."
     elif isinstance(cause, NarrowingError):  # a setting to change, not a broken file
-        hint = ("The record is otherwise readable: do as above, or construct the source "
-                "with on_error='skip' to drop such records (they are counted and reported).")
+        hint = (f"The record is otherwise readable: do as above, or {skip_advice} "
+                "to drop such records (they are counted and reported).")
     else:  # records that differ from the first: the decode's to fix, not the file
-        hint = structure_hint(cause) or (
+        hint = structure_hint(cause, skip_advice) or (
             "Fix or regenerate the file (or the decode, if it is what raised), or "
-            "construct the source with on_error='skip' to drop bad records (they are "
-            "counted and reported).")
+            f"{skip_advice} to drop bad records (they are counted and reported).")
     message = f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}".rstrip()
     if isinstance(cause, RemoteObjectError):  # still the store's error: except clauses catch it
         err: RecordError = RemoteObjectError(message, url=cause.url, index=in_file)
