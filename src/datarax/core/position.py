@@ -168,6 +168,26 @@ def past_the_end(
     )
 
 
+def seek_past_the_end(owner: str, epoch: int, index: int, *, unit: str = "records",
+                      holds: int | None = None) -> StateError:
+    """The error for ``owner.seek(epoch, index)`` past the end of pass ``epoch`` (which
+    holds ``holds`` records, where known): which positions a seek may name.
+
+    Example:
+        >>> print(seek_past_the_end("MySource", 0, 9, unit="rows", holds=4))
+        MySource.seek(0, 9) is past the end of pass 0: it holds 4 rows, the last is row 3 (seek(0, 4) stands at its end). Seek to a row up to 4.
+    """
+    one = unit[:-1] if unit.endswith("s") else unit
+    if holds is None:
+        size, up_to = f"it ends before {one} {index}", "an earlier " + one
+    else:
+        last = f", the last is {one} {holds - 1}" if holds else ""
+        size = f"it holds {holds} {unit}{last} (seek({epoch}, {holds}) stands at its end)"
+        up_to = f"a {one} up to {holds}"
+    return StateError(f"{owner}.seek({epoch}, {index}) is past the end of pass {epoch}: "
+                      f"{size}. Seek to {up_to}.", field="current_index")
+
+
 # Each ``name=value`` adds its CRC-32 to one slot per row, so a differing digest names
 # the settings whose slots differ in every row. Small on purpose: it is nnx state.
 SLOTS, HASHES = 4, 2

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import RecordError, StateError
-from datarax.core.position import past_the_end
+from datarax.core.position import past_the_end, seek_past_the_end
 from datarax.sources.read_ahead import ReadBatch, Sessions
 from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
 from datarax.text.documents import BadDocument
@@ -63,6 +63,7 @@ class TextPass:
         self._block = block
         self.ledger = SkipLedger(policy, "PackedTextSource")  # bad documents of the pass
         self.snapshot: tuple[int, int, dict[str, Any]] | None = None
+        self.sought: tuple[int, int] | None = None  # the position the last seek set
         self._last_bad = ""  # the cause of the last bad document the packer passed
         self._mix = reader if callable(getattr(reader, "corpus_of", None)) else None
         self.at: tuple[int, int] | None = None
@@ -103,8 +104,10 @@ class TextPass:
             self._reset(self._epoch)
             self.at = None
 
-    def follow(self, epoch: int, index: int) -> None:
-        """Stand at row ``index`` of pass ``epoch`` (the source's position)."""
+    def follow(self, epoch: int, index: int, *, restoring: bool = False) -> None:
+        """Stand at row ``index`` of pass ``epoch`` (the source's position: from a
+        restored state when ``restoring``; a position past the pass's end is worded as
+        a seek's when it is :attr:`sought`, else as a restored state's)."""
         if self.at == (epoch, index):
             return
         snapshot = self.snapshot
@@ -112,18 +115,21 @@ class TextPass:
             self._restore(epoch, snapshot[2])
         else:
             self.open_fresh(epoch)
-            self._replay(index)
+            self._replay(index, by_seek=not restoring and self.sought == (epoch, index))
         self.at = (epoch, index)
 
-    def _replay(self, rows: int) -> None:
+    def _replay(self, rows: int, *, by_seek: bool) -> None:
         """Re-pack the pass from its start, discarding its first ``rows`` rows."""
         left = rows
         while left:
             self._fill(min(left, 1024))
             dropped = self.packer.drop(left)
-            if dropped == 0:
+            if dropped == 0 and not by_seek:
                 raise past_the_end("PackedTextSource", self._epoch, rows,
                                    "other documents or settings", unit="rows", holds=rows - left)
+            if dropped == 0:
+                raise seek_past_the_end("PackedTextSource", self._epoch, rows, unit="rows",
+                                        holds=rows - left)
             left -= dropped
 
     def start(self, epoch: int, index: int) -> int:

@@ -191,6 +191,10 @@ class PackedTextSource(StreamSource):
             self.seek(epoch, 0)
             self._text.open_fresh(epoch)
 
+    def _moved(self) -> None:
+        super()._moved()
+        self._text.sought = self.datarax_position.where()  # for a past-the-end message
+
     def close_epoch(self) -> None:
         """Release the reader; the position is kept (the next read re-derives the pass)."""
         self._text.suspend(at=(self.epoch, self.index))
@@ -257,4 +261,4 @@ class PackedTextSource(StreamSource):
             self._text.direct()
             self._text.snapshot = (epoch, index, extra) if extra else None
             self.seek(epoch, index)
-            self._text.follow(epoch, index)  # rebuild now: a foreign state fails here
+            self._text.follow(epoch, index, restoring=True)  # a foreign state fails here
