@@ -101,3 +101,11 @@ def test_the_skip_hint_says_how_to_add_on_error_where_the_config_lacks_it():
     assert "every record must decode to the same shapes" in str(caught.value)
     assert add + " such records" in str(caught.value)
     assert "or construct the source" not in str(caught.value)
+
+
+def test_an_index_past_a_one_record_source_says_one_record():
+    class OneLine(Lines):
+        LINES = ["0"]
+
+    with pytest.raises(IndexError, match=r"OneLine index 1 is out of range for 1 record\.$"):
+        OneLine(LinesConfig())[1]

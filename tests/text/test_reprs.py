@@ -45,7 +45,7 @@ def test_tokenizer_and_packer_show_their_settings_and_a_failed_build_does_not_ra
     packer.flush()
     packer.take(1)
     assert repr(packer) == ("Packer(seq_len=4, mode='first_fit', open_rows=2, pad_id=0): "
-                            "1 rows handed out")
+                            "1 row handed out")
     with pytest.raises(ConfigError) as raised:
         TextTokenizer(42)
     half_built = raised.traceback[-1].frame.f_locals["self"]  # a verbose traceback shows it

@@ -255,7 +255,7 @@ def run_inspect(
     if "pipeline_spec" in report:
         _print_fields("after the stages:", report["pipeline_spec"])
     if report["first_records"]:
-        print(f"first {len(report['first_records'])} records:")
+        print(f"first {count_words(len(report['first_records']), 'record')}:")
         for i, record in enumerate(report["first_records"]):
             print(f"  [{i}]")
             for name, text in record.items():

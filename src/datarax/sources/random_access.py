@@ -51,6 +51,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
 from datarax.core.share import Share
+from datarax.dataset.write_outcome import count_words
 from datarax.sources.decoded_records import DecodedRecords
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder
@@ -249,7 +250,7 @@ class RandomAccessSource(SkipCounts, DataSourceModule):
         at = int(index) + n if index < 0 else int(index)
         if not 0 <= at < n:
             raise IndexError(f"{type(self).__name__} index {int(index)} is out of range for "
-                             f"{n} records.")
+                             f"{count_words(n, 'record')}.")
         # decoded and checked as a batch's records are: the same fields and dtypes
         records = DecodedRecords(self.decode, cast_float64=self._cast_float64())
         try:

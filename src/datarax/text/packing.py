@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
+from datarax.dataset.write_outcome import count_words
 
 MODES = ("first_fit", "best_fit", "concat")
 FIELDS = ("tokens", "segment_ids", "positions", "targets", "loss_mask")
@@ -78,7 +79,7 @@ class Packer:
     def __repr__(self) -> str:
         return (f"Packer(seq_len={self.seq_len}, mode={self.mode!r}, "
                 f"open_rows={self.open_rows}, pad_id={self.pad_id}): "
-                f"{getattr(self, 'rows_packed', 0)} rows handed out")
+                f"{count_words(getattr(self, 'rows_packed', 0), 'row')} handed out")
 
     def reset(self) -> None:
         """Forget every open and ready row and the counters (start of a pass)."""
