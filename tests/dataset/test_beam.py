@@ -147,3 +147,43 @@ def test_shard_counts_computed_with_numpy_are_the_same_ints(tmp_path) -> None:
     assert type(transform.shards) is int and type(transform.records_per_shard) is int
     with pytest.raises(ConfigError, match="WriteDataset shards must be an int >= 1 or None"):
         WriteDataset(tmp_path / "f", shards=np.float64(2))
+
+
+def test_keyed_records_read_back_in_key_order_and_bad_ones_are_named_by_key(tmp_path) -> None:
+    from datarax import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.dataset.placement import ShardPlan
+
+    records = [{"id": i, "a": np.arange(3, dtype=np.int16) + i, "s": f"r{i}"} for i in range(12)]
+    records[4] = {**records[4], "extra": 1}
+    records[7] = {"id": 7, "a": np.arange(3, dtype=np.int16)}  # no "s"
+    with beam.Pipeline(runner=direct_runner()) as p:
+        _ = (p | beam.Create(records[::-1])
+             | WriteDataset(tmp_path / "k", shards=3, key="id", on_error="skip"))
+    meta = read_metadata(tmp_path / "k")
+    assert sorted((s["field"], s["error"]) for s in meta.skipped) == [
+        ("extra", "the record with key 4: field 'extra' is not in the features ['id', 'a', 's']."),
+        ("s", "the record with key 7: field 's': missing (the features name ['id', 'a', 's'])."),
+    ]
+    kept = [i for i in range(12) if i not in (4, 7)]
+    plan = ShardPlan(3, None)
+    order = [i for s in range(3) for i in kept if plan.shard_of(i) == s]  # shard, then key
+    source = ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1), str(tmp_path / "k"))
+    got = [source[i] for i in range(len(source))]
+    assert [int(g["id"]) for g in got] == order
+    assert [g["s"] for g in got] == [f"r{i}" for i in order]
+    np.testing.assert_array_equal(np.stack([g["a"] for g in got]),
+                                  np.arange(3, dtype=np.int16) + np.array(order)[:, None])
+
+
+def test_keyed_write_errors_say_what_the_record_is_and_where_features_come_from() -> None:
+    from datarax.dataset.fields import RecordMismatchError
+    from datarax.dataset.placement import Keyer
+    from datarax.dataset.write_outcome import bad_record_message
+
+    with pytest.raises(ConversionError, match=r"key='id'\): a record is a dict of fields, got int 3"):
+        Keyer("id", False)(3)
+    with pytest.raises(ConversionError, match=r"no field 'id' \(fields: \['x'\]\); give each"):
+        Keyer("id", False)({"x": 1})
+    err = RecordMismatchError("field 'a': shape (5,)", field="a", mismatch=True)
+    assert "inferred from the record with the smallest key" in bad_record_message("m", err, "record")
+    assert "inferred from the first row" in bad_record_message("m", err)

@@ -246,6 +246,11 @@ def record_encoder(features: Features) -> Callable[..., bytes]:
     return encode
 
 
+def _at(row: int | None) -> str:
+    """``row 3: `` before a message about a whole record, or nothing when rows are unknown."""
+    return f"row {row}: " if row is not None else ""
+
+
 def _checked_record(features: Features, record: Any, row: int | None) -> bytes:
     """:func:`encode_record` past the plain encoder: each field checked."""
     if type(record) is dict and len(record) == len(features.fields) and (
@@ -257,11 +262,11 @@ def _checked_record(features: Features, record: Any, row: int | None) -> bytes:
             pass  # a field is missing: the checks below name it
     if not isinstance(record, Mapping):
         raise RecordMismatchError(
-            f"row {row}: a record is a dict of fields, got {type(record).__name__}.", row=row)
+            f"{_at(row)}a record is a dict of fields, got {type(record).__name__}.", row=row)
     extra = [k for k in record if k not in features.names]
     if extra:
         raise RecordMismatchError(
-            f"row {row}: field '{extra[0]}' is not in the features {list(features.names)}.",
+            f"{_at(row)}field '{extra[0]}' is not in the features {list(features.names)}.",
             field=str(extra[0]), row=row)
     head: list[bytes] = []
     lengths: list[int] = []

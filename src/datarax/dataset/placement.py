@@ -98,10 +98,15 @@ class Keyer:
         if self.key is None:
             return record_digest(element), element
         if isinstance(self.key, str):
-            if not isinstance(element, Mapping) or self.key not in element:
+            if not isinstance(element, Mapping):
+                raise ConversionError(
+                    f"WriteDataset(key={self.key!r}): a record is a dict of fields, got "
+                    f"{type(element).__name__} {element!r:.80}.")
+            if self.key not in element:
                 raise ConversionError(
                     f"WriteDataset(key={self.key!r}): a record has no field {self.key!r} "
-                    f"(fields: {sorted(element) if isinstance(element, Mapping) else element!r}).")
+                    f"(fields: {sorted(element, key=str)}); give each record that field, or pass a "
+                    "key function (key=lambda record: ...).")
             value = element[self.key]
         else:
             value = self.key(element)

@@ -50,7 +50,8 @@ def count_words(n: int, word: str) -> str:
 def bad_record_message(message: str, err: RecordMismatchError, what: str = "row") -> str:
     """The error for a record that does not match the features: ``message`` (where and
     what), how to declare a field whose shape or dtype varies, and how to skip it."""
-    hint = (" (The features are inferred from the first row unless given with features=: "
+    first = "first row" if what == "row" else "record with the smallest key"
+    hint = (f" (The features are inferred from the {first} unless given with features=: "
             "declare a field whose shape or dtype varies, with None for a dimension that varies.)"
             if err.mismatch else "")
     return (f"{message}{hint} Fix the source {what}, or pass on_error='skip' (--on-error skip) "
