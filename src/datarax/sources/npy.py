@@ -233,20 +233,20 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
             "each array with numpy.save and pass paths={field: file}.",
             path=name,
         )
-    if array.dtype.names is not None or array.dtype.kind == "V":
+    if array.dtype.kind == "V":  # raw bytes (no fields) or a structured dtype
+        raw = array.dtype.names is None
         raise RecordError(
-            f"{_WHERE}: '{name}' holds a structured dtype ({array.dtype}), which a batch "
-            "cannot carry. " + (_RAW_BYTES.format(n=array.dtype.itemsize)
-                                if array.dtype.names is None else
-                                "Save each column with numpy.save and pass paths={field: file}."),
+            f"{_WHERE}: '{name}' holds {'raw bytes' if raw else 'a structured dtype'} "
+            f"({array.dtype}), which a batch cannot carry. " + (
+                _RAW_BYTES.format(n=array.dtype.itemsize) if raw else
+                "Save each column with numpy.save and pass paths={field: file}."),
             path=name,
         )
     return array
 
 
 def _unreadable(path: str, err: Exception) -> str:
-    """Why ``np.load`` could not map ``path``, read from its header where it has one
-    (numpy's own words for a file without one suggest unpickling it)."""
+    """Why ``np.load`` could not map ``path``, from its header (numpy's words: unpickle it)."""
     fmt, numpy_words = np.lib.format, f"{type(err).__name__}: {err}"
     try:
         with open(path, "rb") as fh:
