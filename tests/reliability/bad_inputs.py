@@ -1765,7 +1765,7 @@ case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) rec
         tmp, a=np.zeros((4, 3), np.float32), b=np.zeros((2, 5), np.float32)).values())))
 case("npy-bfloat16-saved-as-bytes", SOURCES_AND_STAGES,
      "a bfloat16 array saved with numpy.save (read back as |V2)", RecordError,
-     "NpySource: '{tmp}/x.npy' holds a structured dtype (|V2), which a batch cannot carry. "
+     "NpySource: '{tmp}/x.npy' holds raw bytes (|V2), which a batch cannot carry. "
      "Raw values of 2 byte(s) with no fields are most likely an ml_dtypes array (bfloat16 is "
      "|V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its type. Save "
      "numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field back in a "

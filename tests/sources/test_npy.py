@@ -245,10 +245,21 @@ def test_missing_and_unreadable_files_are_named(tmp_path):
     text.write_text("not an array")
     with pytest.raises(RecordError) as err:
         NpySource(NpySourceConfig(paths=str(text)))
-    assert str(err.value).startswith(f"NpySource: '{text}' is not a readable .npy file (ValueError: ")
-    assert str(err.value).endswith(
-        "Write each shard with numpy.save (one array per file, no object dtype)."
-    )
+    assert str(err.value) == (
+        f"NpySource: '{text}' is not a readable .npy file (it does not start with the .npy "
+        "header that numpy.save writes). Write each shard with numpy.save (one array per "
+        "file, no object dtype).")
+    objects = tmp_path / "objects.npy"
+    np.save(objects, np.array([1, "a"], dtype=object), allow_pickle=True)
+    with pytest.raises(RecordError, match=r"\(it holds Python objects \(dtype object\), which "
+                                          r"cannot be memory-mapped\)\. Write each shard"):
+        NpySource(NpySourceConfig(paths=str(objects)))
+    short = tmp_path / "short.npy"
+    np.save(short, np.arange(20, dtype=np.int32))
+    short.write_bytes(short.read_bytes()[:-20])
+    with pytest.raises(RecordError, match=r"\(its header says \(20,\) int32, 80 bytes, but 60 "
+                                          r"follow: cut short\?\)"):
+        NpySource(NpySourceConfig(paths=str(short)))
     scalar = save(tmp_path, "scalar.npy", np.int32(3))
     with pytest.raises(RecordError) as err:
         NpySource(NpySourceConfig(paths=scalar))
@@ -282,7 +293,7 @@ def test_a_bfloat16_array_saved_with_numpy_save_is_refused_saying_what_to_save(t
     with pytest.raises(RecordError) as err:
         NpySource(NpySourceConfig(paths=path))
     assert str(err.value) == (
-        f"NpySource: '{path}' holds a structured dtype (|V2), which a batch cannot carry. "
+        f"NpySource: '{path}' holds raw bytes (|V2), which a batch cannot carry. "
         "Raw values of 2 byte(s) with no fields are most likely an ml_dtypes array (bfloat16 "
         "is |V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its type. Save "
         "numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field back in "

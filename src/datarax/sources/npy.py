@@ -221,7 +221,7 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as err:  # noqa: BLE001 - reported with the file name
         raise RecordError(
-            f"{_WHERE}: '{name}' is not a readable .npy file ({type(err).__name__}: {err}). "
+            f"{_WHERE}: '{name}' is not a readable .npy file ({_unreadable(path, err)}). "
             "Write each shard with numpy.save (one array per file, no object dtype).",
             path=name,
         ) from err
@@ -233,15 +233,36 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
             "each array with numpy.save and pass paths={field: file}.",
             path=name,
         )
-    if array.dtype.names is not None or array.dtype.kind == "V":
+    if array.dtype.kind == "V":  # raw bytes (no fields) or a structured dtype
+        raw = array.dtype.names is None
         raise RecordError(
-            f"{_WHERE}: '{name}' holds a structured dtype ({array.dtype}), which a batch "
-            "cannot carry. " + (_RAW_BYTES.format(n=array.dtype.itemsize)
-                                if array.dtype.names is None else
-                                "Save each column with numpy.save and pass paths={field: file}."),
+            f"{_WHERE}: '{name}' holds {'raw bytes' if raw else 'a structured dtype'} "
+            f"({array.dtype}), which a batch cannot carry. " + (
+                _RAW_BYTES.format(n=array.dtype.itemsize) if raw else
+                "Save each column with numpy.save and pass paths={field: file}."),
             path=name,
         )
     return array
+
+
+def _unreadable(path: str, err: Exception) -> str:
+    """Why ``np.load`` could not map ``path``, from its header (numpy's words: unpickle it)."""
+    fmt, numpy_words = np.lib.format, f"{type(err).__name__}: {err}"
+    try:
+        with open(path, "rb") as fh:
+            one = fmt.read_magic(fh)[0] == 1
+            header = fmt.read_array_header_1_0 if one else fmt.read_array_header_2_0
+            shape, _, dtype = header(fh)
+            data, needs = os.fstat(fh.fileno()).st_size - fh.tell(), np.prod(shape) * dtype.itemsize
+    except ValueError:
+        return "it does not start with the .npy header that numpy.save writes"
+    except Exception:  # noqa: BLE001 - numpy's words
+        return numpy_words
+    if dtype.hasobject:
+        return f"it holds Python objects (dtype {dtype}), which cannot be memory-mapped"
+    if data < needs:
+        return f"its header says {shape} {dtype}, {needs} bytes, but {data} follow: cut short?"
+    return numpy_words
 
 
 def _opened(path: str, array: np.ndarray) -> tuple[int, int]:
