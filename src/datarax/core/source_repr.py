@@ -43,7 +43,8 @@ def source_repr(source: Any) -> str:
         length = length_or_none(source)
     except Exception:
         length = None
-    parts.append("length unknown" if length is None else f"{length} records")
+    parts.append("length unknown" if length is None else
+                 f"{length} record{'' if length == 1 else 's'}")
     shard = getattr(source, "shard", None)
     if shard is not None and getattr(shard, "count", 1) > 1:
         parts.append(f"shard {shard.index} of {shard.count}")
