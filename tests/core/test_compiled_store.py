@@ -249,7 +249,8 @@ def test_the_size_cap_removes_the_least_recently_used(store, monkeypatch):
     step = compiled_store.stored_jit(_affine)
     step(np.arange(2, dtype=np.float32), np.float32(1))
     (first,) = store.glob("*.exe")
-    monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", str(first.stat().st_size + 1))
+    # room for one entry of about this size, not two (one over the cap alone is not kept)
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", str(first.stat().st_size * 3 // 2))
     os.utime(first, (1, 1))  # long unused
     step(np.arange(3, dtype=np.float32), np.float32(1))  # a second program: over the cap
     left = list(store.glob("*.exe"))
@@ -307,3 +308,60 @@ def test_a_compile_error_that_is_not_an_unknown_option_is_raised(store, monkeypa
     monkeypatch.setitem(compiled_store.COMPILER_OPTIONS, backend, options)
     with pytest.raises(Exception, match="xla_backend_optimization_level"):
         compiled_store.stored_jit(_affine)(np.arange(6, dtype=np.float32), np.float32(2))
+
+
+def test_the_on_off_variable_takes_its_words_and_refuses_any_other(store, monkeypatch):
+    for word, on in (("", True), ("1", True), ("yes", True), ("false", False), (" Off ", False),
+                     ("NO", False), ("0", False)):
+        monkeypatch.setenv("DATARAX_COMPILE_CACHE", word)
+        assert (compiled_store.cache_dir() == store) is on, word
+        assert (compiled_store.cache_dir() is None) is not on, word
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE", "none")  # meant as off: not read as on
+    with pytest.raises(ValueError, match=r"DATARAX_COMPILE_CACHE='none' is neither on nor off: "
+                                         r"set it to 0 \(also false, off, no\) to turn it off"):
+        compiled_store.stored_jit(_affine)(np.arange(2, dtype=np.float32), np.float32(2))
+
+
+def test_a_folder_given_with_a_tilde_or_relative_is_made_absolute(monkeypatch, tmp_path):
+    monkeypatch.delenv("DATARAX_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", "~/steps")
+    assert compiled_store.cache_dir() == tmp_path / "steps"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", "relative/steps")
+    assert compiled_store.cache_dir() == tmp_path / "relative" / "steps"
+
+
+def test_a_folder_that_cannot_be_made_is_refused_saying_what_to_point_where(store, monkeypatch):
+    blocker = store.parent / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", str(blocker / "compiled"))
+    with pytest.warns(RuntimeWarning, match=r"cannot be created .*To keep them, point "
+                                            r"XDG_CACHE_HOME or DATARAX_COMPILE_CACHE_DIR at a "
+                                            r"folder you may write; to silence this"):
+        out = compiled_store.stored_jit(_affine)(np.arange(3, dtype=np.float32), np.float32(2))
+    assert out.tolist() == [1.0, 3.0, 5.0]
+
+
+def test_an_entry_of_another_jax_version_is_not_served(store, monkeypatch):
+    x, a = np.arange(4, dtype=np.float32), np.float32(5)
+    compiled_store.stored_jit(_affine)(x, a)
+    monkeypatch.setattr(compiled_store.jax, "__version__", "0.0.1-another")
+    before = compiled_store.counts()
+    assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 5 + 1).tolist()
+    assert _delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "stored": 1, "corrupt": 0}
+    assert len(_entries(store)) == 2  # the other version's entry is left for it
+
+
+def test_a_cap_smaller_than_an_entry_keeps_none_and_a_negative_cap_is_refused(store, monkeypatch):
+    step = compiled_store.stored_jit(_affine)
+    step(np.arange(2, dtype=np.float32), np.float32(1))
+    assert len(_entries(store)) == 1
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", "100")  # under any one entry
+    before = compiled_store.counts()
+    assert step(np.arange(3, dtype=np.float32), np.float32(1)).tolist() == [1.0, 2.0, 3.0]
+    assert _delta(before)["stored"] == 0
+    assert _entries(store) == []  # the folder fits the cap: the older entry went too
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", "-1")
+    with pytest.raises(ValueError, match=r"got '-1': write 0 or more"):
+        step(np.arange(4, dtype=np.float32), np.float32(1))

@@ -76,13 +76,27 @@ def counts() -> dict[str, int]:
     return dict(_COUNTS)
 
 
+def switched_on(name: str) -> bool:
+    """Whether the on/off variable ``name`` is on: unset, empty, ``1``, ``true``, ``on`` or
+    ``yes`` is on; ``0``, ``false``, ``off`` or ``no`` is off; anything else a ConfigError."""
+    given = os.environ.get(name, "")
+    word = given.strip().lower()
+    if word in ("", "1", "true", "on", "yes"):
+        return True
+    if word in ("0", "false", "off", "no"):
+        return False
+    raise ConfigError(f"{name}={given!r} is neither on nor off: set it to 0 (also false, off, "
+                      "no) to turn it off, or 1 (or leave it unset) to keep it on.")
+
+
 def cache_dir() -> Path | None:
-    """The store's folder, or None when ``DATARAX_COMPILE_CACHE=0`` turns it off."""
-    if os.environ.get("DATARAX_COMPILE_CACHE", "1").strip().lower() in ("0", "false", "off", "no"):
+    """The store's folder (``~`` expanded, made absolute), or None when
+    ``DATARAX_COMPILE_CACHE=0`` turns it off."""
+    if not switched_on("DATARAX_COMPILE_CACHE"):
         return None
     given = os.environ.get("DATARAX_COMPILE_CACHE_DIR")
     if given:
-        return Path(given)
+        return Path(os.path.abspath(os.path.expanduser(given)))
     return Path(cache_home()) / "datarax" / "compiled"
 
 
@@ -98,25 +112,29 @@ def _private_folder() -> Path | None:
             folder.mkdir(mode=0o700, exist_ok=True)
         info = os.lstat(folder)
     except OSError as err:
-        return _refuse(folder, f"it cannot be created ({err})")
+        return _refuse(folder, f"it cannot be created ({err})",
+                       "point XDG_CACHE_HOME or DATARAX_COMPILE_CACHE_DIR at a folder you may write")
     if not stat.S_ISDIR(info.st_mode):
-        return _refuse(folder, "it is not a folder (a link or a file)")
+        return _refuse(folder, "it is not a folder (a link or a file)",
+                       "remove it, or point DATARAX_COMPILE_CACHE_DIR at a folder of your own")
     if os.name != "posix":  # mode bits and owners say nothing there (ACLs do)
         return folder
     if info.st_uid != os.getuid():
-        return _refuse(folder, f"it belongs to user id {info.st_uid}, not to this user")
+        return _refuse(folder, f"it belongs to user id {info.st_uid}, not to this user",
+                       "point DATARAX_COMPILE_CACHE_DIR at a folder of your own")
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return _refuse(folder, f"group or others may write it (mode {stat.S_IMODE(info.st_mode):o})")
+        return _refuse(folder, f"group or others may write it (mode {stat.S_IMODE(info.st_mode):o})",
+                       f"run `chmod 700 {folder}`")
     return folder
 
 
-def _refuse(folder: Path, why: str) -> None:
+def _refuse(folder: Path, why: str, fix: str) -> None:
     if str(folder) not in _REFUSED:
         _REFUSED.add(str(folder))
         warnings.warn(
             f"datarax's compiled-step store {folder} is not used: {why}. Steps are "
-            "compiled in every process instead. Fix with `chmod 700` on a folder of your "
-            "own, point DATARAX_COMPILE_CACHE_DIR elsewhere, or set DATARAX_COMPILE_CACHE=0.",
+            f"compiled in every process instead. To keep them, {fix}; to silence this, "
+            "set DATARAX_COMPILE_CACHE=0.",
             RuntimeWarning, stacklevel=4,
         )
     return None
@@ -266,6 +284,11 @@ def _store(folder: Path, path: Path, compiled: Any) -> None:
         log.debug("datarax: compiled step not stored (%s)", err)
         return
     data = _FORMAT + hashlib.sha256(payload).digest() + payload
+    if len(data) > cap_bytes():  # alone over the cap: not kept, so the folder stays under it
+        log.info("datarax: compiled step (%d bytes) not stored: over DATARAX_COMPILE_CACHE_BYTES",
+                 len(data))
+        _trim_quietly(folder, keep=None)
+        return
     try:
         handle, temp = tempfile.mkstemp(dir=folder, prefix=_TEMP_PREFIX)
         try:
@@ -279,8 +302,12 @@ def _store(folder: Path, path: Path, compiled: Any) -> None:
         log.warning("datarax: compiled step not stored in %s (%s)", folder, err)
         return
     _COUNTS["stored"] += 1
+    _trim_quietly(folder, keep=path)
+
+
+def _trim_quietly(folder: Path, keep: Path | None) -> None:
     try:
-        _trim(folder, keep=path)
+        _trim(folder, keep)
     except OSError as err:  # another process trimming the same folder
         log.debug("datarax: compiled-step store not trimmed (%s)", err)
 
@@ -289,21 +316,25 @@ def cap_bytes() -> int:
     """The store's size cap: ``DATARAX_COMPILE_CACHE_BYTES`` or :data:`DEFAULT_CAP_BYTES`."""
     given = os.environ.get("DATARAX_COMPILE_CACHE_BYTES", "")
     try:
-        return int(given) if given.strip() else DEFAULT_CAP_BYTES
+        cap = int(given) if given.strip() else DEFAULT_CAP_BYTES
     except ValueError:
         raise ConfigError(
             f"DATARAX_COMPILE_CACHE_BYTES must be a whole number of bytes, got {given!r}."
         ) from None
+    if cap < 0:
+        raise ConfigError(f"DATARAX_COMPILE_CACHE_BYTES must be a whole number of bytes, got "
+                          f"{given!r}: write 0 or more (DATARAX_COMPILE_CACHE=0 turns it off).")
+    return cap
 
 
-def _trim(folder: Path, keep: Path) -> None:
+def _trim(folder: Path, keep: Path | None) -> None:
     """Remove the least recently used entries but ``keep`` until the folder fits the cap,
     and temporary files a process ended inside a write left (older than an hour)."""
     entries = []
     stale = time.time() - STALE_TEMP_SECONDS
     for entry in os.scandir(folder):
         is_temp = entry.name.startswith(_TEMP_PREFIX)
-        if not (entry.name.endswith(".exe") or is_temp) or entry.name == keep.name:
+        if not (entry.name.endswith(".exe") or is_temp) or keep and entry.name == keep.name:
             continue
         try:
             info = entry.stat()
@@ -313,7 +344,7 @@ def _trim(folder: Path, keep: Path) -> None:
             continue
         if not is_temp:
             entries.append((info.st_mtime, info.st_size, entry.path))
-    total = sum(size for _, size, _ in entries) + keep.stat().st_size
+    total = sum(size for _, size, _ in entries) + (keep.stat().st_size if keep else 0)
     cap = cap_bytes()
     for _, size, entry_path in sorted(entries):
         if total <= cap:
