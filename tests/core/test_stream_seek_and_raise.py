@@ -3,10 +3,12 @@ an error its generator raises mid-pass is named and resumable."""
 
 import numpy as np
 import pytest
+from flax import nnx
 
 from datarax.core.errors import StateError
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.stream import StreamSource, StructuralConfig
+from datarax.sources import ShuffleBufferSource
 
 
 class Gen(StreamSource):
@@ -68,6 +70,34 @@ def test_restored_state_past_the_end_keeps_its_wording():
                        "were handed out, but the pass ends before that; the state comes "
                        "from a different stream"):
         source.get_batch_with_indices(2)
+
+
+RESTORED = "the restored position says 9 records of pass 0 were handed out"
+
+
+def test_a_position_restored_with_nnx_update_and_sought_in_place_keeps_the_restored_wording():
+    sought = Gen(5)
+    sought.seek(0, 9)
+    fresh = Gen(5)
+    nnx.update(fresh, nnx.state(sought))
+    fresh.seek(fresh.epoch, fresh.index)  # as a pipeline does: readers restart there
+    with pytest.raises(StateError, match=RESTORED):
+        fresh.get_batch_with_indices(2)
+
+
+def test_a_wrappers_position_past_its_child_streams_end_is_worded_as_restored():
+    # the wrapper, not the user, seeks the child: no seek of the child is named
+    wrapper = ShuffleBufferSource(Gen(5), buffer_size=3)
+    wrapper.seek(0, 9)
+    with pytest.raises(StateError, match=RESTORED):
+        wrapper.get_batch_with_indices(2)
+
+
+def test_a_seek_back_inside_the_pass_after_one_past_its_end_reads_from_there():
+    source = Gen(5)
+    source.seek(0, 9)
+    source.seek(0, 3)
+    assert read_all(source) == [3, 4]
 
 
 def test_a_raising_generator_is_named_and_the_pass_resumes_after():

@@ -45,7 +45,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.lengths import LengthIfKnown
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.position import past_the_end, seek_past_the_end
+from datarax.core.position import past_the_end, seek_is_for_owner, seek_past_the_end
 from datarax.core.spec import flatten_fields
 from datarax.typing import Batch
 
@@ -121,12 +121,18 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
         return self.__pass.read(self, size)
 
     def seek(self, epoch: int, index: int = 0) -> None:
+        """Stand at record ``index`` of pass ``epoch`` (re-read on the next read); one past
+        the pass's end is refused then, worded as this seek."""
+        stood = self.datarax_position.where()
         super().seek(epoch, index)
-        self.__pass.restored = None
+        if seek_is_for_owner():  # a wrapper stands its child where its own position says
+            self.__pass.sought = None
+        elif self.datarax_position.where() != stood:  # not a re-seek after nnx.update
+            self.__pass.sought = self.datarax_position.where()
 
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
-        self.__pass.restored = (self.epoch, self.index)  # a past-the-end one is worded so
+        self.__pass.sought = None  # a restored position past the end is worded as one
 
     def _moved(self) -> None:
         self.__pass.reposition()
@@ -141,7 +147,7 @@ class StreamPass(HostState):
         self.opened_epoch: int | None = None  # the pass the stream was last opened for
         self.needs_open = True  # the position moved from outside: open the pass again
         self.to_skip = 0  # raw records to read and discard before serving
-        self.restored: tuple[int, int] | None = None  # the position set_state set, if any
+        self.sought: tuple[int, int] | None = None  # the position a seek of this source set
 
     def reposition(self) -> None:
         """The source's position was set from outside: reopen the pass on the next read."""
@@ -210,7 +216,7 @@ class StreamPass(HostState):
             skipped = self._get(source, min(self.to_skip, max(batch_size, 256)))
             if skipped is None:
                 where = (source.epoch, source.index)
-                if self.restored != where:  # a seek past the end of the pass
+                if self.sought == where:  # a seek past the end of the pass
                     raise seek_past_the_end(type(source).__name__, *where,
                                             holds=self.read_in_pass // source.shard.count)
                 raise past_the_end(type(source).__name__, *where, _other_stream(source))
