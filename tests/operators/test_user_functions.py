@@ -173,3 +173,4 @@ def test_untraceable_filter_predicate_gives_jax_first_line_and_the_fix():
     assert "x.astype(...) instead of int() or float()" in message
     assert "object id" not in message and "filter.py" not in message  # JAX's trace noise
     assert len(message.splitlines()) == 2
+    assert "on_host" not in message  # an indexed source has no host filter

@@ -153,7 +153,7 @@ class FilterOperator(RecordFilter):
                     "\nThe predicate runs compiled (traced over a batch): write it with "
                     "jax.numpy — & | ~ instead of and / or / not, jnp.where instead of if, "
                     "x.astype(...) instead of int() or float(), no np.asarray() of a "
-                    "field (over a host source, on_host=True runs it in Python)."
+                    "field."  # over a host source the pipeline adds on_host=True (filtered.py)
                 )
             raise ConfigError(
                 f"{where} (FilterOperator '{self.name}'): the predicate failed on the "
