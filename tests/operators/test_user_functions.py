@@ -151,3 +151,26 @@ def test_keys_that_are_not_one_per_record_are_refused_naming_the_operator():
         MapOperator(subtree="label", fn=lambda a, k: a, stochastic=True).apply_batch(batch, two)
     out = I.RandomCrop(2).apply_batch(batch, jax.random.split(one_key, 3))
     assert out["image"].shape == (3, 2, 2, 3)
+
+
+def test_element_fn_without_a_return_says_it_returned_none():
+    def no_return(element, key=None):
+        element.update_data({"x": element.data["x"] + 1})  # the missing return is the point
+
+    with pytest.raises(DataraxError, match=r"^ElementOperator 'no_return': fn must return an "
+                       r"Element .* got NoneType \(a function without a return statement "
+                       r"gives None\)\."):
+        first_batch(ElementOperator(fn=no_return))
+
+
+def test_untraceable_filter_predicate_gives_jax_first_line_and_the_fix():
+    with pytest.raises(ConfigError) as info:
+        first_batch(FilterOperator(predicate=lambda el: int(el.data["x"]) > 2))
+    message = str(info.value)
+    assert message.startswith("Pipeline stage 0 (FilterOperator '<lambda>'): the predicate "
+                              "failed on the records it sees (fields ['label', 'x']): "
+                              "ConcretizationTypeError: Abstract tracer value encountered")
+    assert "x.astype(...) instead of int() or float()" in message
+    assert "object id" not in message and "filter.py" not in message  # JAX's trace noise
+    assert len(message.splitlines()) == 2
+    assert "on_host" not in message  # an indexed source has no host filter

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import jax
@@ -166,6 +168,26 @@ def past_the_end(
         f"but the pass ends {ends}; the state comes from {made_by}.",
         field=field,
     )
+
+
+_FOR_OWNER: ContextVar[bool] = ContextVar("datarax_seek_for_owner", default=False)
+
+
+@contextmanager
+def seeking_for_owner() -> Iterator[None]:
+    """Seeks made inside stand a child where its owner's position says (the owner was
+    restored or sought, not the child): a child past its pass's end is worded as a
+    restored position (:func:`past_the_end`), not as a seek of its own."""
+    token = _FOR_OWNER.set(True)
+    try:
+        yield
+    finally:
+        _FOR_OWNER.reset(token)
+
+
+def seek_is_for_owner() -> bool:
+    """Whether a seek now is made inside :func:`seeking_for_owner`."""
+    return _FOR_OWNER.get()
 
 
 def seek_past_the_end(owner: str, epoch: int, index: int, *, unit: str = "records",

@@ -29,6 +29,7 @@ from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import SourceContractError
+from datarax.core.position import seeking_for_owner
 from datarax.core.spec import array_fields, checked_batch, checked_spec
 from datarax.typing import Batch
 
@@ -155,8 +156,9 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         return head_on_host(batch, got), np.asarray(indices, np.int64)[:got], position + got
     if reopen or (source.epoch, source.index) != (epoch, position) or (
         skips is not None and source.skip_state()["skipped"] != skips["skipped"]
-    ):  # moved from outside
-        source.seek(epoch, position)
+    ):  # moved from outside, for its owner
+        with seeking_for_owner():
+            source.seek(epoch, position)
         if skips is not None:
             source.restore_skip_state(skips)
     if length is not None and position >= length:

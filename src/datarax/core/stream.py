@@ -45,7 +45,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.lengths import LengthIfKnown
 from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
-from datarax.core.position import past_the_end
+from datarax.core.position import past_the_end, seek_is_for_owner, seek_past_the_end
 from datarax.core.spec import flatten_fields
 from datarax.typing import Batch
 
@@ -120,6 +120,20 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
         size = check_count(batch_size, f"{type(self).__name__} batch_size", 1)
         return self.__pass.read(self, size)
 
+    def seek(self, epoch: int, index: int = 0) -> None:
+        """Stand at record ``index`` of pass ``epoch`` (re-read on the next read); one past
+        the pass's end is refused then, worded as this seek."""
+        stood = self.datarax_position.where()
+        super().seek(epoch, index)
+        if seek_is_for_owner():  # a wrapper stands its child where its own position says
+            self.__pass.sought = None
+        elif self.datarax_position.where() != stood:  # not a re-seek after nnx.update
+            self.__pass.sought = self.datarax_position.where()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        self.__pass.sought = None  # a restored position past the end is worded as one
+
     def _moved(self) -> None:
         self.__pass.reposition()
 
@@ -133,6 +147,7 @@ class StreamPass(HostState):
         self.opened_epoch: int | None = None  # the pass the stream was last opened for
         self.needs_open = True  # the position moved from outside: open the pass again
         self.to_skip = 0  # raw records to read and discard before serving
+        self.sought: tuple[int, int] | None = None  # the position a seek of this source set
 
     def reposition(self) -> None:
         """The source's position was set from outside: reopen the pass on the next read."""
@@ -154,6 +169,9 @@ class StreamPass(HostState):
             batch = source.get_batch(batch_size)
         except StopIteration:
             return None
+        except Exception as err:
+            err.add_note(self._failed_read(source))
+            raise
         if batch is not None:
             _check_batch_form(source, batch)
         if batch is None or batch_length(batch) == 0:
@@ -161,6 +179,19 @@ class StreamPass(HostState):
                 self._check_rewound(source)
             return None
         return batch
+
+    def _failed_read(self, source: StreamSource) -> str:
+        """Where a raising ``get_batch`` stood and what the next read does (reopen the pass
+        at the position when the stream can restart, as a restore would)."""
+        epoch, index = source.epoch, source.index
+        where = (f"{type(source).__name__}.get_batch raised in pass {epoch} after {index} "
+                 "records were handed out")
+        if type(source).restart is StreamSource.restart:
+            return (f"{where}; it does not implement restart(self, epoch), so the pass cannot "
+                    "be resumed from there: build a new source and set_state a saved state.")
+        self.needs_open = True
+        return (f"{where}; the next read calls restart({epoch}) and continues at record "
+                f"{index} of the pass.")
 
     def _check_rewound(self, source: StreamSource) -> None:
         """Refuse a second pass that is empty from its first read (the stream did not rewind)."""
@@ -184,8 +215,11 @@ class StreamPass(HostState):
         while self.to_skip > 0:
             skipped = self._get(source, min(self.to_skip, max(batch_size, 256)))
             if skipped is None:
-                raise past_the_end(type(source).__name__, source.epoch, source.index,
-                                   _other_stream(source))
+                where = (source.epoch, source.index)
+                if self.sought == where:  # a seek past the end of the pass
+                    raise seek_past_the_end(type(source).__name__, *where,
+                                            holds=self.read_in_pass // source.shard.count)
+                raise past_the_end(type(source).__name__, *where, _other_stream(source))
             read = batch_length(skipped)
             if read > self.to_skip:  # the stream ignored the size: keep the rest
                 raise StateError(

@@ -93,10 +93,11 @@ class ElementOperator(FunctionOperator):
         if isinstance(out, dict):
             check_fields_out(self, out, traced)
             return {**data, **out}
+        hint = " (a function without a return statement gives None)" if out is None else ""
         raise DataraxError(
             f"ElementOperator '{self.name}': fn must return an Element (e.g. "
             f"element.update_data(...)) or a dict of the fields it changes, got "
-            f"{type(out).__name__}."
+            f"{type(out).__name__}{hint}."
         )
 
     def apply_batch(self, data: Batch, keys: Any | None) -> Batch:

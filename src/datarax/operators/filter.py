@@ -14,7 +14,7 @@ from flax import nnx
 from datarax.core.batch import batch_length, record_at, take_records
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.element import Element
-from datarax.core.errors import ConfigError, DataraxError, refused_call
+from datarax.core.errors import ConfigError, DataraxError, first_line, refused_call
 from datarax.core.operator import RecordFilter
 from datarax.core.dtypes import is_host_leaf
 from datarax.operators._records import TRACER_ERRORS
@@ -146,16 +146,18 @@ class FilterOperator(RecordFilter):
         except ConfigError as err:  # the predicate's result, already explained
             raise ConfigError(f"{where}: {err}") from err
         except Exception as err:  # noqa: BLE001 - reported with the stage's name
-            hint = ""
-            if isinstance(err, TRACER_ERRORS):
+            hint, cause = "", f"{err}"
+            if isinstance(err, TRACER_ERRORS):  # JAX's tracer id and line say nothing here
+                cause = first_line(err) + "."
                 hint = (
                     "\nThe predicate runs compiled (traced over a batch): write it with "
                     "jax.numpy — & | ~ instead of and / or / not, jnp.where instead of if, "
-                    "no int(), float() or np.asarray() of a field."
+                    "x.astype(...) instead of int() or float(), no np.asarray() of a "
+                    "field."  # over a host source the pipeline adds on_host=True (filtered.py)
                 )
             raise ConfigError(
                 f"{where} (FilterOperator '{self.name}'): the predicate failed on the "
-                f"records it sees (fields {sorted(spec)}): {type(err).__name__}: {err}{hint}"
+                f"records it sees (fields {sorted(spec)}): {type(err).__name__}: {cause}{hint}"
             ) from err
         if getattr(out, "shape", None) != (2,) or out.dtype != jnp.bool_:
             got = jax.tree.map(lambda s: f"{s.dtype}{list(s.shape[1:])}", out)

@@ -1,0 +1,111 @@
+"""A user's generator-backed stream: a seek past the pass's end is worded as a seek, and
+an error its generator raises mid-pass is named and resumable."""
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from datarax.core.errors import StateError
+from datarax.core.spec import array_to_spec_strip_leading
+from datarax.core.stream import StreamSource, StructuralConfig
+from datarax.sources import ShuffleBufferSource
+
+
+class Gen(StreamSource):
+    """Records 0 .. n-1 from a generator re-created by restart; raises once at ``fail_at``."""
+
+    def __init__(self, n: int, fail_at: int | None = None) -> None:
+        super().__init__(StructuralConfig())
+        self.n, self.fail_at = n, fail_at
+        self.restart(0)
+
+    def restart(self, epoch):
+        def records():
+            for i in range(self.n):
+                if i == self.fail_at:
+                    self.fail_at = None
+                    raise OSError("disk hiccup")
+                yield i
+        self.records = records()
+
+    def get_batch(self, batch_size):
+        values = []
+        for value in self.records:
+            values.append(value)
+            if len(values) == batch_size:
+                break
+        return {"x": np.asarray(values, np.int32)} if values else None
+
+    def element_spec(self):
+        return {"x": array_to_spec_strip_leading(np.zeros(1, np.int32))}
+
+
+def read_all(source, size=4):
+    out = []
+    while (batch := source.get_batch_with_indices(size)[0]) is not None:
+        out += batch["x"].tolist()
+    return out
+
+
+def test_seek_past_the_end_says_seek_and_the_pass_size():
+    source = Gen(5)
+    source.seek(0, 9)
+    with pytest.raises(StateError, match=r"^Gen\.seek\(0, 9\) is past the end of pass 0: "
+                       r"it holds 5 records, the last is record 4 \(seek\(0, 5\)"):
+        source.get_batch_with_indices(2)
+
+
+def test_seek_past_a_shards_end_counts_its_whole_rounds():
+    source = Gen(11)  # shard 1 of 2 holds 1, 3, 5, 7, 9 (the partial last round left out)
+    source.set_shard(1, 2)
+    source.seek(0, 7)
+    with pytest.raises(StateError, match=r"Gen\.seek\(0, 7\) .* it holds 5 records"):
+        source.get_batch_with_indices(2)
+
+
+def test_restored_state_past_the_end_keeps_its_wording():
+    source = Gen(5)
+    source.set_state({"current_index": 9, "current_epoch": 0})
+    with pytest.raises(StateError, match="the restored position says 9 records of pass 0 "
+                       "were handed out, but the pass ends before that; the state comes "
+                       "from a different stream"):
+        source.get_batch_with_indices(2)
+
+
+RESTORED = "the restored position says 9 records of pass 0 were handed out"
+
+
+def test_a_position_restored_with_nnx_update_and_sought_in_place_keeps_the_restored_wording():
+    sought = Gen(5)
+    sought.seek(0, 9)
+    fresh = Gen(5)
+    nnx.update(fresh, nnx.state(sought))
+    fresh.seek(fresh.epoch, fresh.index)  # as a pipeline does: readers restart there
+    with pytest.raises(StateError, match=RESTORED):
+        fresh.get_batch_with_indices(2)
+
+
+def test_a_wrappers_position_past_its_child_streams_end_is_worded_as_restored():
+    # the wrapper, not the user, seeks the child: no seek of the child is named
+    wrapper = ShuffleBufferSource(Gen(5), buffer_size=3)
+    wrapper.seek(0, 9)
+    with pytest.raises(StateError, match=RESTORED):
+        wrapper.get_batch_with_indices(2)
+
+
+def test_a_seek_back_inside_the_pass_after_one_past_its_end_reads_from_there():
+    source = Gen(5)
+    source.seek(0, 9)
+    source.seek(0, 3)
+    assert read_all(source) == [3, 4]
+
+
+def test_a_raising_generator_is_named_and_the_pass_resumes_after():
+    source = Gen(10, fail_at=6)
+    assert source.get_batch_with_indices(4)[0]["x"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(OSError, match="disk hiccup") as raised:
+        source.get_batch_with_indices(4)
+    assert raised.value.__notes__ == [
+        "Gen.get_batch raised in pass 0 after 4 records were handed out; the next read "
+        "calls restart(0) and continues at record 4 of the pass."]
+    assert read_all(source) == [4, 5, 6, 7, 8, 9]  # nothing dropped, nothing repeated
