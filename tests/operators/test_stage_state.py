@@ -110,9 +110,9 @@ def build(stages, **kwargs):
 def test_a_stochastic_stage_without_rngs_warns_once_naming_the_stage():
     messages, caught = build([MapOperator(fn=lambda a: a), ElementOperator(fn=noise, stochastic=True)])
     assert messages == [
-        "Pipeline built without rngs: stochastic stage(s) 1 (ElementOperator 'noise') draw "
-        "from the default seed 0, the same in every run. Pass rngs=nnx.Rngs(seed) to "
-        "Pipeline to choose the seed."
+        "Pipeline built without seed or rngs: stochastic stage(s) 1 (ElementOperator "
+        "'noise') draw from the default seed 0, the same in every run. Pass seed=N (or "
+        "rngs=nnx.Rngs(N)) to Pipeline to choose the seed."
     ]
     assert caught[0].filename == __file__  # points at the user's line
 

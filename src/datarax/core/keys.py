@@ -242,16 +242,33 @@ def seed_key(seed: Any, owner: str) -> tuple[Any, Any]:
     ([0, 7], 0)
     """
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        shown = " ".join(repr(seed).split())[:80]  # a key array's repr spans lines
         raise ConfigError(
-            f"{owner} seed must be an int, got {type(seed).__name__} {repr(seed)[:80]}."
+            f"{owner} seed must be an int, got {type(seed).__name__} {shown}. "
+            f"{_seed_hint(seed)}"
         )
     if not 0 <= int(seed) < 2**32:
-        raise ConfigError(f"{owner} seed must be in [0, 2**32), got {int(seed)}.")
+        raise ConfigError(
+            f"{owner} seed must be in [0, 2**32), got {int(seed)}. It seeds 32-bit keys: "
+            "give one in that range (seed % 2**32 for a wider one)."
+        )
     if str(jax.config.jax_default_prng_impl) == "threefry2x32":
         key = np.asarray([0, int(seed)], np.uint32)  # jax.random.key(seed)'s data
     else:
         key = np.asarray(jax.random.key_data(jax.random.key(int(seed))))
     return key, np.asarray(0, np.uint32)
+
+
+def _seed_hint(seed: Any) -> str:
+    """What to pass instead of ``seed``, a value :func:`seed_key` refused."""
+    dtype = getattr(seed, "dtype", None)
+    if dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+                              or getattr(seed, "shape", None) == (2,)):
+        return "A JAX key goes in rngs=nnx.Rngs(key) instead of seed=."
+    if dtype is not None and getattr(seed, "shape", None) == () \
+            and np.issubdtype(np.dtype(dtype), np.integer):
+        return "Pass int(seed), a Python int in [0, 2**32)."
+    return "Give an int in [0, 2**32), e.g. seed=0."
 
 
 def draw(key: Any, count: Any) -> Any:

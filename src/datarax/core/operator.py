@@ -171,7 +171,8 @@ def _noted(stage: Any, call: Callable[[], Batch], where: str) -> Batch:
 
 
 def warn_unseeded(stages: Sequence[Any]) -> None:
-    """Warn about stochastic stages without ``rngs`` in a Pipeline built without ``rngs``."""
+    """Warn about stochastic stages without ``rngs`` in a Pipeline built without ``seed``
+    or ``rngs``."""
     named = [
         f"{i} ({type(s).__name__} '{s.name}')"
         for i, s in enumerate(stages)
@@ -179,9 +180,9 @@ def warn_unseeded(stages: Sequence[Any]) -> None:
     ]
     if named:
         warnings.warn(
-            f"Pipeline built without rngs: stochastic stage(s) {', '.join(named)} draw "
-            "from the default seed 0, the same in every run. Pass rngs=nnx.Rngs(seed) to "
-            "Pipeline to choose the seed.",
+            f"Pipeline built without seed or rngs: stochastic stage(s) {', '.join(named)} "
+            "draw from the default seed 0, the same in every run. Pass seed=N (or "
+            "rngs=nnx.Rngs(N)) to Pipeline to choose the seed.",
             UserWarning,
             stacklevel=_caller_level(),
         )
