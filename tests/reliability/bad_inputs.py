@@ -3414,6 +3414,34 @@ simple("compile-cache-bytes-not-a-number", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=l
        _bad_store_cap)
 
 
+def _first_batch_with_env(name: str, value: str) -> Callable[[], None]:
+    def run() -> None:
+        before = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            first_batch(pipe(stages=[lambda batch: {"x": batch["x"] * 5 + 2}]))  # a new program
+        finally:
+            if before is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = before
+    return run
+
+
+simple("compile-cache-bytes-negative", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=-1", ConfigError,
+       "got '-1': write 0 or more (DATARAX_COMPILE_CACHE=0 turns it off).",
+       _first_batch_with_env("DATARAX_COMPILE_CACHE_BYTES", "-1"))
+simple("compile-cache-switch-garbage", SEEDS, "DATARAX_COMPILE_CACHE=disable", ConfigError,
+       "DATARAX_COMPILE_CACHE='disable' is neither on nor off",
+       _first_batch_with_env("DATARAX_COMPILE_CACHE", "disable"))
+simple("pipeline-seed-key-array", SEEDS, "seed=jax.random.key(0)", ConfigError,
+       "A JAX key goes in rngs=nnx.Rngs(key) instead of seed=.",
+       lambda: pipe(seed=jax.random.key(0), rngs=None))
+simple("pipeline-seed-0d-array", SEEDS, "seed=np.array(3.0)", ConfigError,
+       "Pipeline seed must be an int, got ndarray",
+       lambda: pipe(seed=np.array(3.0), rngs=None))
+
+
 # ------------------------------------------------ ranged reads of ArrayRecord files
 RANGED = "Ranged reads of ArrayRecord files (datarax.storage.ArrayRecordRanges)"
 
