@@ -15,7 +15,7 @@ from datarax.core.batch import batch_length, record_at
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec, field_spec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
-from datarax.dataset.write_outcome import count_words
+from datarax.host.counts import count_words
 
 EXCERPT = 60
 
