@@ -11,7 +11,7 @@ import numpy as np
 
 from datarax.core.data_source import DataSourceModule, skipping_setting
 from datarax.core.lengths import length_or_none
-from datarax.core.errors import ConfigError, SourceContractError, refused_call
+from datarax.core.errors import ConfigError, SourceContractError, callable_name, refused_call
 from datarax.core.operator import OperatorModule, refuse_rng_state
 from datarax.core.reading import Reading, reading_of
 from datarax.host.counts import check_count, python_ints
@@ -166,7 +166,7 @@ def _check_batch_function(stage: Callable[..., Any], i: int) -> None:
     refused = refused_call(stage, {})
     if refused is not None:
         err = refused[1]
-        name = getattr(stage, "__name__", type(stage).__name__)
+        name = callable_name(stage)
         raise ConfigError(
             f"Pipeline stage {i} ({name}) is a plain callable, which the pipeline calls "
             f"with the batch dict alone, fn(batch), but {name} cannot take that "

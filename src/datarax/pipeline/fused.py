@@ -36,7 +36,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import check_count
-from datarax.core.errors import ConfigError, refused_call
+from datarax.core.errors import ConfigError, callable_name, refused_call
 from datarax.core.spec import refuse_declared_64bit, text_fields
 from datarax.core.step_cache import cached
 from datarax.pipeline.dispatch import position_dtype
@@ -147,7 +147,7 @@ def check_train_step(train_step: Any, modules: tuple[Any, ...]) -> None:
     refused = refused_call(train_step, *modules, {})
     if refused is not None:
         signature, err = refused
-        name = getattr(train_step, "__name__", type(train_step).__name__)
+        name = callable_name(train_step)
         raise ConfigError(
             f"Pipeline.scan calls train_step(*modules, batch): here {len(modules)} "
             f"module(s) then the batch, {len(modules) + 1} positional argument(s), but "
