@@ -264,7 +264,7 @@ def run_inspect(
         captions = f", captioned by '{picture['captions']}'" if picture.get("captions") else ""
         print(
             f"wrote {picture['kind']} of '{picture['field']}' "
-            f"({picture['records']} records{captions}) to {grid}"
+            f"({count_words(picture['records'], 'record')}{captions}) to {grid}"
         )
     return 0
 

@@ -25,6 +25,7 @@ import numpy as np
 from datarax.core.errors import ConfigError, DataraxError, callable_name
 from datarax.core.keys import StepKeys, fold_in_rows, record_keys, stage_record_keys
 from datarax.core.operator import OperatorModule, RecordFilter, call_stage
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 
@@ -127,7 +128,8 @@ def _check_records(stage: Any, index: int, records: int | None, out: Batch) -> N
         name = (f"{type(stage).__name__} '{stage.name}'" if isinstance(stage, OperatorModule)
                 else callable_name(stage))
         raise DataraxError(
-            f"Pipeline stage {index} ({name}) was given a batch of {records} records and "
+            f"Pipeline stage {index} ({name}) was given a batch of "
+            f"{count_words(records, 'record')} and "
             f"returned fields with {other[0]} along the first axis; a stage maps each record "
             "to one record. Drop records with FilterOperator, and turn one record into "
             "several with FlatMapSource."

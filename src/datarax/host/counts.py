@@ -33,13 +33,16 @@ def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
     return value
 
 
-def count_words(n: int, word: str) -> str:
-    """``n`` and ``word``, plural unless ``n`` is 1: ``1 shard``, ``3 records``.
+def count_words(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: ``1 shard``, ``3 records``; ``plural``
+    where it is not ``word`` + ``s``.
 
     >>> count_words(1, "shard"), count_words(0, "row"), count_words(3, "record")
     ('1 shard', '0 rows', '3 records')
+    >>> count_words(1, "process", "processes"), count_words(2, "batch", "batches")
+    ('1 process', '2 batches')
     """
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 def python_ints(value: Any) -> Any:
