@@ -297,7 +297,7 @@ def test_text_of_str_and_text_of_bytes_are_not_mixed():
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        (dict(weights=[1]), ConfigError, "MixSource got 2 sources and 1 weights"),
+        (dict(weights=[1]), ConfigError, "MixSource got 2 sources and 1 weight"),
         (dict(weights={"a": 1, "c": 1}), ConfigError, "weights name ['a', 'c'] but the sources are ['a', 'b']"),
         (dict(weights=[1, 0]), ConfigError, "weight of 'b' must be a finite number > 0, got 0"),
         (dict(weights=[1, 1], mode="random"), ConfigError, "mode must be one of ['epoch', 'sampling']"),

@@ -81,6 +81,9 @@ def test_drop_remainder_with_a_batch_larger_than_the_epoch_is_refused():
         "MemorySource holds 5 records. Lower batch_size or set drop_remainder=False."
     )
     with pytest.raises(ConfigError) as err:
+        Pipeline(source=memory(1), stages=[], batch_size=2, drop_remainder=True)
+    assert "an epoch of MemorySource holds 1 record. Lower batch_size" in str(err.value)
+    with pytest.raises(ConfigError) as err:
         Pipeline(source=memory(10), stages=[], batch_size=4, drop_remainder=True,
                  shard_index=0, shard_count=4)
     assert str(err.value) == (

@@ -572,7 +572,7 @@ simple("image-stream-name", OPERATORS, "HorizontalFlip(stream_name='my stream')"
        lambda: _image_op("HorizontalFlip", stream_name="my stream"))
 simple("image-normalize-channel-count", OPERATORS,
        "Normalize with 2 mean/std values over 3-channel images", ConfigError,
-       "Normalize 'Normalize': 2 mean/std values for images with 3 channel(s) in field "
+       "Normalize 'Normalize': 2 mean/std values for images with 3 channels in field "
        "'image'; give one value per channel (3) or one value for all.",
        lambda: _image_pipe(np.float32, _image_op("Normalize", mean=[0.5, 0.5], std=[0.2, 0.2])))
 simple("image-normalize-nan-mean", OPERATORS, "Normalize(mean=nan, std=1.0)", ConfigError,
@@ -698,7 +698,7 @@ simple("pipeline-indexed-source-untraceable", "Pipeline arguments",
 simple("pipeline-indexed-source-ignores-size", "Pipeline arguments",
        "an indexed source whose get_batch_at returns one record whatever size asks",
        SpecMismatchError,
-       "FirstRecordOnly.get_batch_at(0, size=2, key=None) (traced) returned 1 records; "
+       "FirstRecordOnly.get_batch_at(0, size=2, key=None) (traced) returned 1 record; "
        "get_batch_at must return exactly size records, those at positions start .. start + "
        "size - 1 (a short batch would leave records out and repeat others). Index with "
        "(jnp.arange(size) + start) % len(self).",
@@ -2016,12 +2016,12 @@ def _take_state_into(batches: int) -> None:
 
 
 simple("take-state-other-count", FILTERING, "the state of pipeline.take(2) into pipeline.take(5)",
-       StateError, "Take.set_state: the state was saved by pipeline.take(2) (1 batch(es) left), "
+       StateError, "Take.set_state: the state was saved by pipeline.take(2) (1 batch left), "
        "but this is pipeline.take(5); the batches left count from the saved take. Restore it "
        "into pipeline.take(2).",
        lambda: _take_state_into(5), field="take")
 simple("take-state-left-over-count", FILTERING, "Take.set_state with take_left=4 of take=2",
-       StateError, "Take.set_state: 'take_left' is 4, more than the 2 batch(es) of the take; "
+       StateError, "Take.set_state: 'take_left' is 4, more than the 2 batches of the take; "
        "the state was tampered with.",
        lambda: _epochs_state(lambda p: p.take(2), take_left=4), field="take_left")
 simple("repeat-state-bad-epochs-left", FILTERING, "Repeat.set_state with epochs_left='two'",

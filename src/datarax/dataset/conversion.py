@@ -58,6 +58,7 @@ from datarax.dataset.writer import (
 )
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.host.counts import count_words
 from datarax.host.dtypes import is_text_dtype
 from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import expand_user, is_remote
@@ -340,7 +341,7 @@ def _unknown_input(src: str) -> str:
                 f".save_to_disk('{name.replace('/', '_')}_train'), and convert that folder.")
     if glob.has_magic(src):
         matched = sorted(glob.glob(src, recursive=True))
-        what = (f"matches {len(matched)} paths ({', '.join(matched[:3])}"
+        what = (f"matches {count_words(len(matched), 'path')} ({', '.join(matched[:3])}"
                 f"{', ...' if len(matched) > 3 else ''}), none of them" if matched
                 else "matches no file; convert reads")
         return f"the pattern '{src}' {what} {_KNOWN_INPUTS}. Check the pattern."

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from datarax.core.errors import ConfigError
+from datarax.host.counts import count_words
 from datarax.pipeline.state import settings
 from datarax.sharding.agreement import check_same_everywhere, refuse_everywhere
 from datarax.sharding.placement import BatchPlacement
@@ -104,7 +105,8 @@ def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> B
     if last_records is not None and last_records % batch_size % split:
         raise ConfigError(
             f"Pipeline sharding: the last batch of each epoch holds "
-            f"{last_records % batch_size} records ({last_records} in this shard), which do "
+            f"{count_words(last_records % batch_size, 'record')} ({last_records} in this shard), "
+            "which do "
             f"not split over this process's {split} device(s); set drop_remainder=True."
         )
     return placement

@@ -36,9 +36,10 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import check_count
-from datarax.core.errors import ConfigError, refused_call
+from datarax.core.errors import ConfigError, callable_name, refused_call
 from datarax.core.spec import refuse_declared_64bit, text_fields
 from datarax.core.step_cache import cached
+from datarax.host.counts import count_words
 from datarax.pipeline.dispatch import position_dtype
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
@@ -82,7 +83,8 @@ def check_scan(context: PassContext, length: Any) -> int:
     size = source.epoch_size() or 0
     if size % context.plan.batch_size and not context.plan.drop_remainder:
         raise ConfigError(
-            f"Pipeline.scan runs full batches only, but an epoch of {size} records ends in a "
+            f"Pipeline.scan runs full batches only, but an epoch of {count_words(size, 'record')} "
+            "ends in a "
             f"short batch of {size % context.plan.batch_size}; set drop_remainder=True (or a "
             "batch size dividing the epoch)."
         )
@@ -147,7 +149,7 @@ def check_train_step(train_step: Any, modules: tuple[Any, ...]) -> None:
     refused = refused_call(train_step, *modules, {})
     if refused is not None:
         signature, err = refused
-        name = getattr(train_step, "__name__", type(train_step).__name__)
+        name = callable_name(train_step)
         raise ConfigError(
             f"Pipeline.scan calls train_step(*modules, batch): here {len(modules)} "
             f"module(s) then the batch, {len(modules) + 1} positional argument(s), but "
@@ -171,7 +173,7 @@ def scan_positions(
     if per_pass == 0:
         raise ConfigError(
             f"Pipeline.scan runs full batches, but an epoch of {type(source).__name__} "
-            f"holds {size} records, fewer than batch_size={batch}."
+            f"holds {count_words(size, 'record')}, fewer than batch_size={batch}."
         )
     here = max(0, (size - index) // batch)  # full batches left in this pass
     later = length - 1 - here  # the last step's steps into the passes after this one

@@ -22,6 +22,7 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
+from datarax.host.counts import count_words
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.filtered import refuse_resplit
@@ -119,7 +120,8 @@ class PipelineIterator:
         if not hasattr(self, "_epoch"):  # __init__ raised
             return "<PipelineIterator, not started>"
         state = ("superseded by a newer iter(pipeline)" if self._superseded else "ended"
-                 if self.exhausted else f"live, {self._source.index} records handed out")
+                 if self.exhausted
+                 else f"live, {count_words(self._source.index, 'record')} handed out")
         return (f"<PipelineIterator over {type(self._source).__name__}: epoch {self._epoch}, "
                 f"batch_size {self._batch_size}, {state}>")
 

@@ -29,6 +29,7 @@ from datarax.core.indexed import IndexedSource
 from datarax.core.position import saved_count
 from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
+from datarax.host.counts import count_words
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
 from datarax.sources.order_tables import placed_order, placed_order_ahead
@@ -171,7 +172,8 @@ class MemorySource(IndexedSource):
             if saved != len(self):
                 raise StateError(
                     f"{where} state was saved with records={saved} but this source "
-                    f"holds {len(self)} records; its shuffled order is a permutation of its "
+                    f"holds {count_words(len(self), 'record')}; its shuffled order is a "
+                    "permutation of its "
                     "records, so the position would serve some records twice and others "
                     "never. Restore it into a source of the same records.",
                     field="records",

@@ -36,6 +36,7 @@ from flax import nnx
 
 from datarax.core.errors import RecordError
 from datarax.core.position import saved_count
+from datarax.host.counts import count_words
 from datarax.host.dtypes import NarrowingError
 from datarax.sources.decoded_records import SKIP_ADVICE, describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
@@ -228,7 +229,7 @@ class SkipLedger:
     ) -> RecordError:
         """The error for ``count`` skips over ``budget``, naming the latest bad record."""
         policy = self.policy
-        of = f" of {epoch_size} records" if epoch_size is not None else ""
+        of = f" of {count_words(epoch_size, 'record')}" if epoch_size is not None else ""
         last = (
             f"{latest.where}: {latest.cause.rstrip('.')}"
             if latest is not None

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datarax.errors import ConfigError, RecordError
-from datarax.host.counts import check_count
+from datarax.host.counts import check_count, count_words
 from datarax.storage.array_record_layout import (
     BLOCK,
     CHUNK_HEADER,
@@ -262,7 +262,8 @@ class ArrayRecordRanges:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
             bad = int(idx[(idx < 0) | (idx >= len(self))][0])
-            raise IndexError(f"'{self.name}' has {len(self)} records, asked for record {bad}.")
+            raise IndexError(f"'{self.name}' has {count_words(len(self), 'record')}, asked for "
+                             f"record {bad}.")
         return np.searchsorted(self._firsts, idx, side="right") - 1
 
     def ranges(self, chunks: Sequence[int] | np.ndarray) -> list[tuple[int, int, list[int]]]:
@@ -286,7 +287,8 @@ class ArrayRecordRanges:
             records = simple_chunk_records(logical_bytes(piece, begin), where)
             if len(records) != self.footer.counts[c] or \
                     sum(map(len, records)) != self.footer.decoded[c]:
-                raise RecordError(f"{where}: the chunk holds {len(records)} records, the footer "
+                raise RecordError(f"{where}: the chunk holds "
+                                  f"{count_words(len(records), 'record')}, the footer "
                                   f"says {int(self.footer.counts[c])} (the file is damaged or "
                                   "changed).", path=self.name)
             out[c] = records

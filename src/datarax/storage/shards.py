@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from datarax.errors import ConfigError
-from datarax.host.counts import check_count
+from datarax.host.counts import check_count, count_words
 from datarax.storage.cache import CacheEntry, ShardCache, given_cache
 from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
@@ -163,8 +163,8 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         """Read ahead for positions ``[start, stop)`` (``indices(a, b)``: the records they
         serve; ``ends[i]``: records in files ``0..i``)."""
         if len(ends) != len(self.objects):
-            raise ConfigError(f"RemoteShards.plan: {len(ends)} record ends for "
-                              f"{len(self.objects)} files.")
+            raise ConfigError(f"RemoteShards.plan: {count_words(len(ends), 'record end')} for "
+                              f"{count_words(len(self.objects), 'file')}.")
         with self._lock:
             self._order = FileOrder(len(self.objects), indices, start, stop, ends)
             self._full_at = -2
@@ -327,7 +327,8 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         """The local path of file ``i`` (:meth:`local_path`), never released inside the
         block, whatever other readers need."""
         if not 0 <= i < len(self.objects):
-            raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
+            raise IndexError(f"RemoteShards has {count_words(len(self.objects), 'file')}, asked "
+                             f"for {i}.")
         with self._lock:
             self._pins[i] += 1
         try:
@@ -420,7 +421,8 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         closed (``closer(handle)``, default ``handle.close()``) when idle and over the
         handle limit, or at :meth:`close`. The file stays in the cache while it is open."""
         if not 0 <= i < len(self.objects):
-            raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
+            raise IndexError(f"RemoteShards has {count_words(len(self.objects), 'file')}, asked "
+                             f"for {i}.")
         with self._lock:
             self._pins[i] += 1
             record = self._handles.take(i)

@@ -16,6 +16,7 @@ from datarax.core.dtypes import Records, record_number
 from datarax.core.errors import DataraxError, RecordError
 from datarax.core.position import past_the_end
 from datarax.core.spec import describe_field, field_spec
+from datarax.host.counts import count_words
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
 from datarax.sources.hf.locate import unreadable_cause
@@ -349,7 +350,7 @@ def unreadable(config: HFConfig, epoch: int, records: int, err: BaseException) -
     name = config.name if config.name is not None else config.data_files
     return RecordError(
         f"{_WHERE}: cannot read split {config.split!r} of dataset {name!r} (epoch {epoch}) "
-        f"after {records} records: {unreadable_cause(err)}"
+        f"after {count_words(records, 'record')}: {unreadable_cause(err)}"
     )
 
 
