@@ -116,8 +116,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         n = len(self)
         lo, hi = self.shard.bounds(n)
         if self.index >= hi - lo:
-            epochs = self._direct_passes()
-            if epochs >= 0 and self.epoch + 1 >= epochs:
+            if self._last_direct_pass():
                 self._note_direct_end()
                 raise StopIteration
             self.datarax_position.move(self.epoch + 1, 0)
