@@ -20,10 +20,10 @@ from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
 from datarax.sources.hf.locate import unreadable_cause
 from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions
-from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
+from datarax.sources.skip_ledger import ErrorPolicy, LedgerReads, SkipLedger, SkippedRecord
 
 
-class StreamReader:
+class StreamReader(LedgerReads):
     """The open pass of ``source`` (its ``config``, ``shard`` and ``element_spec()``):
     Arrow chunks, sharded in whole rounds as every stream is, and converted.
 
@@ -175,15 +175,6 @@ class StreamReader:
         if read is not None:
             self.read_to = read.end
         return read
-
-    @property
-    def skipped(self) -> int:
-        """Bad records before :attr:`position` this pass (``on_error="skip"``)."""
-        return self.ledger.skipped
-
-    def skipped_records(self) -> list[SkippedRecord]:
-        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
-        return list(self.ledger.reports)
 
     def _next_table(self) -> tuple[Any, np.ndarray, np.ndarray] | None:
         """The next non-empty Arrow chunk of this shard, its stream positions and its
