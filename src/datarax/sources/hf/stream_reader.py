@@ -201,17 +201,15 @@ class StreamReader(LedgerReads):
                 self._ordinal += len(positions)
                 return table, positions, ordinals
 
+    def _columns(self, table: Any, first_record: Any) -> dict[str, np.ndarray]:
+        """``table``'s records (from stream position ``first_record``) as checked columns."""
+        return table_to_columns(table, self._keys, self._source.config, _WHERE,
+                                first_record=first_record, features=self._dataset.features)
+
     def _set_chunk(self, table: Any, positions: np.ndarray, ordinals: np.ndarray) -> None:
         source = self._source
         try:
-            columns = table_to_columns(
-                table,
-                self._keys,
-                source.config,
-                _WHERE,
-                first_record=positions,
-                features=self._dataset.features,
-            )
+            columns = self._columns(table, positions)
             if self._policy.skips:
                 check_spec(columns, source.element_spec())
         except Exception as err:  # noqa: BLE001 - located per record below
@@ -240,14 +238,7 @@ class StreamReader(LedgerReads):
         keep = np.zeros(len(positions), bool)
         for i, (position, ordinal) in enumerate(zip(positions.tolist(), ordinals.tolist())):
             try:
-                columns = table_to_columns(
-                    table.slice(i, 1),
-                    self._keys,
-                    source.config,
-                    _WHERE,
-                    first_record=position,
-                    features=self._dataset.features,
-                )
+                columns = self._columns(table.slice(i, 1), position)
                 check_spec(columns, source.element_spec())
             except Exception as err:  # noqa: BLE001 - counted and reported
                 try:  # past the skip budget the ledger raises
