@@ -134,6 +134,11 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         return record_at(batch, 0), stable
 
 
+def position_dtype() -> Any:
+    """The dtype of global record positions: int64 with ``jax_enable_x64``, else int32."""
+    return np.int64 if jax.config.jax_enable_x64 else np.int32
+
+
 _READS = ("get_batch_at", "get_batch_and_indices_at")
 
 TRACER_ERRORS = (
