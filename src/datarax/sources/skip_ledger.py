@@ -50,6 +50,7 @@ __all__ = [
     "SkippedRecord",
     "SkipLedger",
     "SkipCounts",
+    "LedgerReads",
     "bad_record_error",
     "record_place",
     "SKIP_ADVICE",
@@ -243,6 +244,22 @@ class SkipLedger:
             path=latest.path if latest is not None else None,
             index=latest.index_in_file if latest is not None else None,
         )
+
+
+class LedgerReads:
+    """Mixin of a reader keeping the bad records it passes in a :class:`SkipLedger`
+    (``ledger``): what it skipped, read off the ledger."""
+
+    ledger: SkipLedger
+
+    @property
+    def skipped(self) -> int:
+        """Records skipped at positions below the reader's ``position`` this pass."""
+        return self.ledger.skipped
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
+        return list(self.ledger.reports)
 
 
 class SkipCounts:

@@ -214,7 +214,7 @@ def check_direct_read_live(row: SourceRow, passes: int = 6) -> None:
 
     With a read-ahead worker, ``passes`` passes race the worker for the reader."""
     with row.built() as reference:
-        if reference.source.kind.name == "INDEXED":
+        if reference.plan.reading.compiled:
             raise ValueError(f"{row.name}: check_direct_read_live is for host and stream sources")
         expected = [i for b in run_epochs(reference, 1)[0] for i in row.record_ids(b)]
     with row.built() as pipeline:
