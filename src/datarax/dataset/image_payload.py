@@ -57,6 +57,22 @@ def _lost_in_conversion(image: Any, channels: int) -> str | None:
     return None
 
 
+#: PIL modes in words, for messages (others are named by their mode: RGB, RGBA, CMYK)
+_MODE_WORDS = {"1": "black-and-white image", "L": "grey image", "LA": "grey image with alpha",
+               "P": "palette image", "PA": "palette image with alpha"}
+
+
+def _described(image: Any) -> str:
+    """``image``'s kind in words: ``an RGB image``, ``a palette image with a transparent
+    colour (PIL mode P)``."""
+    words = _MODE_WORDS.get(image.mode, f"{image.mode} image")
+    if image.mode not in ("RGBA", "LA", "PA") and has_transparency(image):
+        words += " with a transparent colour"
+    if image.mode in _MODE_WORDS:
+        words += f" (PIL mode {image.mode})"
+    return f"{'an' if words[0] in 'AEIOR' else 'a'} {words}"
+
+
 def deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
     """What an image holds beyond 8 bits per channel (a 16-bit PNG, whose colour PIL reads
     as 8 bits; a 16-bit or 32-bit grey image with a value beyond 255 or a fraction);
@@ -127,7 +143,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     lost = _lost_in_conversion(image, f.shape[2])
     if lost:
         raise RecordMismatchError(
-            f"{located(f.name, row)}: a {image.mode} image, the features say {f.shape[2]} "
+            f"{located(f.name, row)}: {_described(image)}, the features say {f.shape[2]} "
             f"channel(s); storing it so would lose its {lost}. Declare the field with "
             f"{channels_of(image)} channels (features=), or convert such images first (PIL: "
             f"image.convert('{IMAGE_MODES[f.shape[2]]}')"
