@@ -27,6 +27,7 @@ import numpy as np
 from datarax.dataset.fields import (
     Field,
     RecordMismatchError,
+    error_text,
     kept_image,
     located,
     read_encoded_image,
@@ -102,6 +103,18 @@ def stored_as_it_is(f: Field, value: Any) -> bytes | None:
     return kept[0]
 
 
+def _load_pixels(image: Any, field: str, row: int | None) -> None:
+    """Read a given PIL image's pixels: one opened from a cut or damaged file (PIL reads
+    its pixels only now) is refused naming the row, field and file, as its bytes are."""
+    try:
+        image.load()
+    except Exception as err:  # noqa: BLE001 - PIL's errors of a damaged file, reported
+        name = getattr(image, "filename", "")
+        raise RecordMismatchError(
+            f"{located(field, row)}: undecodable image" + (f" (file {name})" if name else "")
+            + f" ({error_text(err)}).", field=field, row=row) from err
+
+
 def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     kept = stored_as_it_is(f, value)
     if kept is not None:
@@ -113,7 +126,9 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
             image.mode in ("L", "RGB", "RGBA")) and "transparency" not in image.info
     else:
         image = pil_image(value)
-        if image is None:
+        if image is not None:
+            _load_pixels(image, f.name, row)
+        else:
             Image = pil_image_module()
             array = None if is_text_scalar(value) else np.asarray(value)
             if array is None or array.dtype != np.uint8 or array.ndim not in (2, 3):
