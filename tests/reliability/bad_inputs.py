@@ -3904,6 +3904,27 @@ simple("text-token-id-negative", TEXT, "a tokenizer giving the token id -1", Rec
        _negative_token_id)
 
 
+def _pil_image_of_a_cut_file(tmp: Path) -> Any:
+    import io
+
+    from PIL import Image
+
+    from datarax.dataset import write_dataset
+
+    out = io.BytesIO()
+    pixels = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(out, format="JPEG", quality=90)
+    cut = tmp / "cut.jpg"
+    cut.write_bytes(out.getvalue()[: len(out.getvalue()) // 2])
+    return write_dataset([{"image": Image.open(cut), "label": 0}], tmp / "ds")
+
+
+case("write-pil-image-of-a-cut-file", WRITING,
+     "write_dataset: a PIL image opened from a cut JPEG", ConversionError,
+     "row 0, field 'image': undecodable image (file {tmp}/cut.jpg)",
+     needs="PIL")(_pil_image_of_a_cut_file)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
