@@ -28,8 +28,8 @@ Example:
     >>> ranges = ArrayRecordRanges(read_range, os.path.getsize(path), name=path)
     >>> len(ranges), ranges.read([4, 0, 1])
     (5, [b'record 4', b'record 0', b'record 1'])
-    >>> ranges.stats()["requests"]  # one to open; chunks 2 and 0 are not neighbours: two
-    3
+    >>> ranges.stats()["requests"]  # a file of two blocks: opening read it all
+    1
 """
 
 from __future__ import annotations
