@@ -310,7 +310,7 @@ def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_ins
     with pytest.raises(ConversionError) as err:
         convert(src, tmp_path / "out")
     assert str(err.value) == (
-        f"'{src}' holds 2 image(s) (such as a/0.png) and also a/info.json, metadata.csv, which "
+        f"'{src}' holds 2 images (such as a/0.png) and also a/info.json, metadata.csv, which "
         "convert reads as data themselves; convert one kind: move those files out to convert "
         "the images (an image folder: SRC/<class>/<image>), or give them as SRC (datarax convert "
         f"'{src}/a/*.json' DST) to convert them. For a Hugging Face imagefolder with metadata: "

@@ -47,6 +47,7 @@ from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end, seek_is_for_owner, seek_past_the_end
 from datarax.core.spec import flatten_fields
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 __all__ = ["StreamSource", "StreamPass", "StructuralConfig"]
@@ -184,8 +185,9 @@ class StreamPass(HostState):
         """Where a raising ``get_batch`` stood and what the next read does (reopen the pass
         at the position when the stream can restart, as a restore would)."""
         epoch, index = source.epoch, source.index
-        where = (f"{type(source).__name__}.get_batch raised in pass {epoch} after {index} "
-                 "records were handed out")
+        were = "was" if index == 1 else "were"
+        where = (f"{type(source).__name__}.get_batch raised in pass {epoch} after "
+                 f"{count_words(index, 'record')} {were} handed out")
         if type(source).restart is StreamSource.restart:
             return (f"{where}; it does not implement restart(self, epoch), so the pass cannot "
                     "be resumed from there: build a new source and set_state a saved state.")

@@ -236,7 +236,7 @@ def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: lis
         f" and {len(other) - 3} more" if len(other) > 3 else "")
     metadata = any(os.path.basename(f).startswith("metadata.") for f in other)
     raise ConversionError(
-        f"'{src}' holds {len(images)} image(s) (such as {os.path.relpath(images[0], src)}) and "
+        f"'{src}' holds {count_words(len(images), 'image')} (such as {os.path.relpath(images[0], src)}) and "
         f"also {shown}, which convert reads as data themselves; convert one kind: move those "
         "files out to convert the images (an image folder: SRC/<class>/<image>), or give them "
         f"as SRC (datarax convert {_as_src(other)} DST) to convert them." + (
