@@ -327,7 +327,7 @@ def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_ins
     hf.mkdir()
     (hf / "0.png").write_bytes(png(3))
     (hf / "metadata.jsonl").write_text('{"file_name": "0.png", "text": "a cat"}\n')
-    with pytest.raises(ConversionError, match=r"holds 1 image\(s\) \(such as 0.png\) and also "
+    with pytest.raises(ConversionError, match=r"holds 1 image \(such as 0.png\) and also "
                                               r"metadata.jsonl, .* For a Hugging Face imagefolder"):
         convert(str(hf), tmp_path / "out")
     # hidden folders are no input: an editor's settings leave the images as they are

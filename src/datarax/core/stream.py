@@ -131,6 +131,11 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
         elif self.datarax_position.where() != stood:  # not a re-seek after nnx.update
             self.__pass.sought = self.datarax_position.where()
 
+    def _sought(self) -> tuple[int, int] | None:
+        """The position the last seek of this source itself set: None after a restore, a
+        wrapper standing it (:func:`~datarax.core.position.seeking_for_owner`) or none."""
+        return self.__pass.sought
+
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
         self.__pass.sought = None  # a restored position past the end is worded as one
