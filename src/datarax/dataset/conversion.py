@@ -341,8 +341,9 @@ def _unknown_input(src: str) -> str:
                 f".save_to_disk('{name.replace('/', '_')}_train'), and convert that folder.")
     if glob.has_magic(src):
         matched = sorted(glob.glob(src, recursive=True))
+        none = "which is none of" if len(matched) == 1 else "none of them"
         what = (f"matches {count_words(len(matched), 'path')} ({', '.join(matched[:3])}"
-                f"{', ...' if len(matched) > 3 else ''}), none of them" if matched
+                f"{', ...' if len(matched) > 3 else ''}), {none}" if matched
                 else "matches no file; convert reads")
         return f"the pattern '{src}' {what} {_KNOWN_INPUTS}. Check the pattern."
     return (f"'{src}' does not exist. Check the path; SRC is one of {_KNOWN_INPUTS}, or a glob "
