@@ -11,6 +11,8 @@ from datarax.sources import ShuffleBufferSource
 from datarax.text import PackedTextConfig, PackedTextSource
 
 TEXTS = ["a b c", "d e f g h", "i j", "k l"]
+RESTORED = ("PackedTextSource: the restored position says {} rows of pass 0 were handed out, "
+            "but the pass ends after 2; the state comes from other documents or settings.")
 
 
 def _source(texts=TEXTS) -> PackedTextSource:
@@ -48,12 +50,12 @@ def test_a_restored_position_past_the_end_keeps_the_restored_wording() -> None:
     with pytest.raises(StateError, match="the restored position says 5 rows of pass 0 "
                                          "were handed out, but the pass ends after 2"):
         fresh.get_batch(1)
+    refused = _source()
     with pytest.raises(StateError, match="the restored position says 9 rows"):
-        _source().set_state({"current_epoch": 0, "current_index": 9})
-
-
-RESTORED = ("PackedTextSource: the restored position says {} rows of pass 0 were handed out, "
-            "but the pass ends after 2; the state comes from other documents or settings.")
+        refused.set_state({"current_epoch": 0, "current_index": 9})
+    with pytest.raises(StateError) as err:  # read anyway: still the restore, not a seek
+        refused.get_batch(1)
+    assert str(err.value) == RESTORED.format(9)
 
 
 def test_a_restored_position_sought_in_place_as_a_pipeline_does_keeps_the_restored_wording():

@@ -264,4 +264,5 @@ class PackedTextSource(StreamSource):
             self._text.direct()
             self._text.snapshot = (epoch, index, extra) if extra else None
             self.seek(epoch, index)
+            self._text.sought = None  # a restore: past the end is worded as one, now and later
             self._text.follow(epoch, index, restoring=True)  # a foreign state fails here
