@@ -1766,7 +1766,7 @@ case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) rec
 case("npy-bfloat16-saved-as-bytes", SOURCES_AND_STAGES,
      "a bfloat16 array saved with numpy.save (read back as |V2)", RecordError,
      "NpySource: '{tmp}/x.npy' holds raw bytes (|V2), which a batch cannot carry. "
-     "Raw values of 2 byte(s) with no fields are most likely an ml_dtypes array (bfloat16 is "
+     "Raw values of 2 bytes with no fields are most likely an ml_dtypes array (bfloat16 is "
      "|V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its type. Save "
      "numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field back in a "
      "stage with jax.lax.bitcast_convert_type(value, jnp.bfloat16), or save "
@@ -2312,7 +2312,7 @@ def _convert_image_folder_with_a_table(tmp: Path) -> Any:
 case("convert-image-folder-with-a-table", CONVERTING,
      "convert(root) of an image folder that also holds a table file (root/metadata.csv, a "
      "class's info.json) or a .npy", ConversionError,
-     "holds 1 image(s) (such as cat/a.png) and also metadata.csv, which convert reads as "
+     "holds 1 image (such as cat/a.png) and also metadata.csv, which convert reads as "
      "data themselves; convert one kind")(_convert_image_folder_with_a_table)
 
 

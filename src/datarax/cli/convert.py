@@ -160,7 +160,8 @@ def run_convert(args: argparse.Namespace) -> int:
               f"{labels}.")
     left_out = info.extra.get("files_left_out")
     if left_out:
-        print(f"  left out {count_words(sum(left_out.values()), 'file')} of SRC that are no images "
-              "by their "
+        files = sum(left_out.values())
+        are = "is no image by its" if files == 1 else "are no images by their"
+        print(f"  left out {count_words(files, 'file')} of SRC that {are} "
               f"suffix: {', '.join(f'{n} {k}' for k, n in left_out.items())}.")
     return 0

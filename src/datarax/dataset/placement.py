@@ -134,7 +134,8 @@ class ShardPlan:
         if not isinstance(key, int) or not 0 <= key < self.bounds[-1]:
             raise ConversionError(
                 f"WriteDataset(numbered=True): row {key!r} is outside 0..{self.bounds[-1] - 1} "
-                f"(there are {count_words(self.bounds[-1], 'record')}; rows number them 0..n-1).")
+                f"(the dataset holds {count_words(self.bounds[-1], 'record')}; rows number them "
+                "0..n-1).")
         return bisect.bisect_right(self.bounds, key) - 1
 
 

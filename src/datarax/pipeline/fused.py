@@ -151,8 +151,9 @@ def check_train_step(train_step: Any, modules: tuple[Any, ...]) -> None:
         signature, err = refused
         name = callable_name(train_step)
         raise ConfigError(
-            f"Pipeline.scan calls train_step(*modules, batch): here {len(modules)} "
-            f"module(s) then the batch, {len(modules) + 1} positional argument(s), but "
+            f"Pipeline.scan calls train_step(*modules, batch): here "
+            f"{count_words(len(modules), 'module')} then the batch, "
+            f"{count_words(len(modules) + 1, 'positional argument')}, but "
             f"{name}{signature} cannot take them ({err}). Pass the modules it takes before "
             "the batch as modules=(model, optimizer)."
         )

@@ -169,7 +169,10 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def locate(self, index: int) -> tuple[int, int]:
         """``(part, position in that part's epoch)`` of epoch position ``index``
         (parts of known length)."""
-        if self.__length is None or not 0 <= index < self.__length:
+        if self.__length is None:
+            raise IndexError(f"ConcatSource position {index} has no place: a part's length "
+                             "is not known (a stream)")
+        if not 0 <= index < self.__length:
             raise IndexError(f"ConcatSource position {index} is outside its "
                              f"{count_words(self.__length, 'record')}")
         part = int(np.searchsorted(np.asarray(self.__ends), index, side="right"))

@@ -14,6 +14,7 @@ import numpy as np
 
 from datarax.core.dtypes import fit_column, is_text_dtype
 from datarax.core.errors import RecordError, SourceChangedError
+from datarax.host.counts import count_words
 
 __all__ = ["FieldShards", "narrow_name", "open_fields"]
 
@@ -119,7 +120,7 @@ def _open(path: str, name: str | None = None) -> np.ndarray:
         raise RecordError(
             f"{_WHERE}: '{name}' holds {'raw bytes' if raw else 'a structured dtype'} "
             f"({array.dtype}), which a batch cannot carry. " + (
-                _RAW_BYTES.format(n=array.dtype.itemsize) if raw else
+                _RAW_BYTES.format(size=count_words(array.dtype.itemsize, "byte")) if raw else
                 "Save each column with numpy.save and pass paths={field: file}."),
             path=name,
         )
@@ -154,7 +155,7 @@ def _opened(path: str, array: np.ndarray) -> tuple[int, int]:
 #: what a bare void dtype (no fields) likely is, and what to do: numpy.save writes a
 #: bfloat16 / float8 array (ml_dtypes, which .npy cannot name) as raw bytes
 _RAW_BYTES = (
-    "Raw values of {n} byte(s) with no fields are most likely an ml_dtypes array "
+    "Raw values of {size} with no fields are most likely an ml_dtypes array "
     "(bfloat16 is |V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its "
     "type. Save numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field "
     "back in a stage with jax.lax.bitcast_convert_type(value, jnp.bfloat16), or save "

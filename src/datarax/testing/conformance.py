@@ -176,6 +176,7 @@ def check_close_releases_threads(row: SourceRow) -> None:
     if left:
         names = sorted(t.name for t in left)
         raise AssertionError(
-            f"{row.name}: {len(left)} thread(s) still alive after closing the iterator and the "
+            f"{row.name}: {count_words(len(left), 'thread')} still alive after closing the "
+            "iterator and the "
             f"source (left: {names})"
         )

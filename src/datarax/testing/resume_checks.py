@@ -110,7 +110,8 @@ def check_resume(
                     if len(got) != loop_start:
                         raise AssertionError(
                             f"{row.name}: the loop after restoring {restored} gave "
-                            f"{len(got) - loop_start} batch(es); a state taken inside the "
+                            f"{count_words(len(got) - loop_start, 'batch', 'batches')}; a "
+                            "state taken inside the "
                             "for after an epoch's last batch restores to an empty pass"
                         )
                     epoch, empty_epoch = empty_epoch + 1, None
