@@ -148,7 +148,7 @@ def _delta(before: dict[str, int]) -> dict[str, int]:
     return {k: v - before[k] for k, v in compiled_store.counts().items()}
 
 
-def _affine(x, a):  # one program per (shape, dtype) of x
+def _affine(x, a):  # one program per (shape, dtype) of x: a test that loads uses its own
     return x * a + 1
 
 
@@ -321,7 +321,11 @@ def test_a_compile_option_this_xla_does_not_know_is_left_out(store, monkeypatch)
     options = {**compiled_store.compiler_options(), "xla_no_such_option_datarax": True}
     monkeypatch.setitem(compiled_store.COMPILER_OPTIONS, backend, options)
     step = compiled_store.stored_jit(_affine)
-    x = np.arange(5, dtype=np.float32)
+    # a shape of its own: JAX's persistent cache, shared by the xdist workers, would hand
+    # its program to a test of another worker that loads from the store and counts (an
+    # entry stored from an executable JAX loaded from a cache another process wrote fails
+    # at its first run once loaded, "Function ... not found", and is compiled again)
+    x = np.arange(10, dtype=np.float32)
     assert step(x, np.float32(3)).tolist() == (x * 3 + 1).tolist()
 
 
