@@ -334,7 +334,7 @@ def test_workers_end_with_their_killed_main_process(tmp_path) -> None:
               f"    write_dataset(ParentKillerRows(80, 40, 0.05), {str(tmp_path / 'ds')!r}, "
               "shards=2, workers=2)\n")
     (tmp_path / "run.py").write_text(script)
-    done = subprocess.run([sys.executable, str(tmp_path / "run.py")], timeout=60)
+    done = subprocess.run([sys.executable, str(tmp_path / "run.py")], timeout=240)
     assert done.returncode == -9
     # a worker left running would finish its 40-row shard (rows 40..79, 2 s) by now;
     # the main process writes rows 0..39 itself (2 s), and is killed at row 40
