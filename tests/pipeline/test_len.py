@@ -62,14 +62,15 @@ def test_len_of_a_stream_is_unknown():
     with pytest.raises(TypeError) as err:
         len(pipeline)
     assert str(err.value) == (
-        "len(Pipeline) is unknown: Stream has no fixed epoch length (a stream, or a mixture "
-        "sampling without end)."
+        "len(Pipeline) is unknown: Stream has no length: it is a stream, read forward only; "
+        "len() does not read a pass to count its records (count them as you iterate)."
     )
     with pytest.raises(TypeError) as err:
         len(iter(pipeline))
     assert str(err.value) == (
-        "len() of this iterator is unknown: Stream has no fixed epoch length (a stream, or a "
-        "mixture sampling without end)."
+        "len() of this iterator is unknown: Stream has no length: it is a stream, read "
+        "forward only; len() does not read a pass to count its records (count them as you "
+        "iterate)."
     )
 
 
