@@ -310,7 +310,8 @@ def test_threads_asking_for_one_program_compile_it_once(store):
 
 def test_a_bad_cap_is_refused_naming_the_variable(store, monkeypatch):
     monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", "lots")
-    with pytest.raises(ValueError, match="DATARAX_COMPILE_CACHE_BYTES must be a whole number"):
+    with pytest.raises(ValueError, match=r"DATARAX_COMPILE_CACHE_BYTES: cannot read 'lots' as a "
+                                         r"size; write e\.g\. 20G, 512M or 1000000\."):
         compiled_store.stored_jit(_affine)(np.arange(9, dtype=np.float32), np.float32(2))
 
 
@@ -390,5 +391,5 @@ def test_a_cap_smaller_than_an_entry_keeps_none_and_a_negative_cap_is_refused(st
     assert _delta(before)["stored"] == 0
     assert _entries(store) == []  # the folder fits the cap: the older entry went too
     monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", "-1")
-    with pytest.raises(ValueError, match=r"got '-1': write 0 or more"):
+    with pytest.raises(ValueError, match=r"must be >= 0, got '-1'; 0 keeps nothing"):
         step(np.arange(4, dtype=np.float32), np.float32(1))

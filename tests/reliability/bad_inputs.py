@@ -3410,7 +3410,8 @@ def _bad_store_cap() -> None:
 
 
 simple("compile-cache-bytes-not-a-number", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=lots",
-       ConfigError, "DATARAX_COMPILE_CACHE_BYTES must be a whole number of bytes, got 'lots'.",
+       ConfigError, "DATARAX_COMPILE_CACHE_BYTES: cannot read 'lots' as a size; write e.g. 20G, "
+       "512M or 1000000.",
        _bad_store_cap)
 
 
@@ -3429,7 +3430,8 @@ def _first_batch_with_env(name: str, value: str) -> Callable[[], None]:
 
 
 simple("compile-cache-bytes-negative", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=-1", ConfigError,
-       "got '-1': write 0 or more (DATARAX_COMPILE_CACHE=0 turns it off).",
+       "DATARAX_COMPILE_CACHE_BYTES must be >= 0, got '-1'; 0 keeps nothing, "
+       "DATARAX_COMPILE_CACHE=0 turns the store off.",
        _first_batch_with_env("DATARAX_COMPILE_CACHE_BYTES", "-1"))
 simple("compile-cache-switch-garbage", SEEDS, "DATARAX_COMPILE_CACHE=disable", ConfigError,
        "DATARAX_COMPILE_CACHE='disable' is neither on nor off",
