@@ -22,7 +22,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
 from datarax.core.owned import owned_device_put, unshared
@@ -150,6 +150,36 @@ class BatchPlacement:
         """The sharding of a field of rank ``ndim`` (spec cut to the field's rank)."""
         spec = tuple(self.sharding.spec)[:ndim]
         return NamedSharding(self.sharding.mesh, PartitionSpec(*spec))
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the mesh has axes of ``AxisType.Explicit`` (sharding in the arrays' types)."""
+        return AxisType.Explicit in tuple(self.sharding.mesh.axis_types)
+
+    def constrain(self, value: jax.Array) -> jax.Array:
+        """``value``, inside a traced program, held with its field's sharding: resharded
+        over the mesh's ``Explicit`` axes (``with_sharding_constraint`` only asserts
+        those), constrained over its ``Auto`` ones."""
+        mesh = self.sharding.mesh
+        kinds = dict(zip(mesh.axis_names, mesh.axis_types))
+        spec = tuple(self.field_sharding(value.ndim).spec)
+        for entry in spec:
+            if len({kinds[a] == AxisType.Explicit for a in _axes(entry)}) > 1:
+                raise ConfigError(
+                    f"Pipeline.scan: sharding spec {tuple(self.sharding.spec)} splits one "
+                    f"dimension over mesh axes {list(_axes(entry))} of different types "
+                    f"({', '.join(str(kinds[a]) for a in _axes(entry))}); JAX splits a "
+                    "dimension over axes of one type. Give those axes one type, or iterate "
+                    "the pipeline (step()) instead of scan."
+                )
+        for explicit in (True, False):
+            part = [entry if _axes(entry) and (kinds[_axes(entry)[0]] == AxisType.Explicit)
+                    == explicit else None for entry in spec]
+            if any(entry is not None for entry in part):
+                target = NamedSharding(mesh, PartitionSpec(*part))
+                value = (jax.sharding.reshard(value, target) if explicit
+                         else jax.lax.with_sharding_constraint(value, target))
+        return value
 
     def place(self, batch: Mapping[str, Any], where: str = "batch") -> Batch:
         """``batch`` (this process's rows) as global arrays with this sharding."""
