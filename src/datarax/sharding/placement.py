@@ -45,6 +45,24 @@ def _fitted(name: str, value: Any, where: str) -> Any:
                       drop_hint="leave the field out of the batch (records count its rows)")
 
 
+def _kind(value: Any) -> str:
+    """``value``'s type name (``PartitionSpec``, which names itself ``P``, by its full name)."""
+    return "PartitionSpec" if isinstance(value, PartitionSpec) else type(value).__name__
+
+
+def _sharding_hint(sharding: Any) -> str:
+    """What to pass instead of ``sharding``, a value ``BatchPlacement.of`` does not take."""
+    if isinstance(sharding, Mesh):
+        return "Name the mesh axis the batch is split over: (mesh, PartitionSpec('data'))."
+    if isinstance(sharding, PartitionSpec):
+        return "Give its mesh with it: (mesh, spec) or NamedSharding(mesh, spec)."
+    if isinstance(sharding, jax.sharding.Sharding):
+        return ("To put every batch on one device, leave sharding= out and iterate under "
+                "`with jax.default_device(device):`; to split batches over devices, build a "
+                "Mesh of them and pass NamedSharding(mesh, PartitionSpec('data')).")
+    return "For example NamedSharding(Mesh(np.asarray(jax.devices()), ('data',)), PartitionSpec('data'))."
+
+
 def _axes(entry: Any) -> tuple[str, ...]:
     """Mesh axis names one partition-spec entry splits over."""
     if entry is None:
@@ -64,10 +82,7 @@ class BatchPlacement:
         if isinstance(sharding, tuple) and len(sharding) == 2:
             mesh, spec = sharding
             if not isinstance(mesh, Mesh) or not isinstance(spec, PartitionSpec):
-                kinds = ", ".join(
-                    "PartitionSpec" if isinstance(v, PartitionSpec) else type(v).__name__
-                    for v in sharding
-                )
+                kinds = ", ".join(_kind(v) for v in sharding)
                 raise ConfigError(
                     "Pipeline sharding=(mesh, spec) needs a jax.sharding.Mesh and a "
                     f"PartitionSpec, got ({kinds})."
@@ -77,13 +92,16 @@ class BatchPlacement:
         else:
             raise ConfigError(
                 "Pipeline sharding must be a jax.sharding.NamedSharding or a (Mesh, "
-                f"PartitionSpec) pair, got {type(sharding).__name__}."
+                f"PartitionSpec) pair, got {_kind(sharding)}. {_sharding_hint(sharding)}"
             )
         entries = tuple(spec)
         if not entries or not _axes(entries[0]):
+            whole = "" if any(_axes(e) for e in entries) else (
+                " (For whole batches on every device, leave sharding= out and place each "
+                "batch yourself: jax.device_put(batch, NamedSharding(mesh, PartitionSpec())).)")
             raise ConfigError(
                 f"Pipeline sharding spec {tuple(entries)} does not split the batch axis: its "
-                "first entry must name a mesh axis, e.g. PartitionSpec('data')."
+                f"first entry must name a mesh axis, e.g. PartitionSpec('data').{whole}"
             )
         named: list[str] = []
         for entry in entries:
@@ -127,9 +145,10 @@ class BatchPlacement:
         if records % split:
             raise ConfigError(
                 f"{where}: {records} records do not split over this process's {split} "
-                f"device(s) on mesh axes {list(self.batch_axes)}. Use a batch size "
-                f"divisible by {split}, and drop_remainder=True (or an epoch length whose "
-                "last batch divides too)."
+                f"device(s) on mesh axes {list(self.batch_axes)}; every batch placed there "
+                f"holds a multiple of {split} records. Use a batch size divisible by {split} "
+                "and, for an epoch's short last batch, drop_remainder=True (or an epoch "
+                "length whose last batch divides too)."
             )
 
     def check_dims(self, shape: tuple[int, ...], where: str) -> None:
