@@ -22,6 +22,7 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
+from datarax.pipeline.devices import stage_mesh
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.filtered import refuse_resplit
@@ -235,16 +236,17 @@ class PipelineIterator:
         return max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
 
     def _next_batch(self) -> Batch:
-        while True:
-            if self._driver is None:
-                self._driver = open_driver(self._context, self._epoch, self._filter_at)
-            try:
-                batch, self._count = self._driver.next_batch()
-            except SourceMoved:
-                self._follow_source()
-                continue
-            self._mark()
-            return batch
+        with stage_mesh(self._plan):
+            while True:
+                if self._driver is None:
+                    self._driver = open_driver(self._context, self._epoch, self._filter_at)
+                try:
+                    batch, self._count = self._driver.next_batch()
+                except SourceMoved:
+                    self._follow_source()
+                    continue
+                self._mark()
+                return batch
 
     def _batch_start(self) -> BatchStart:
         """Where the source stands before a batch is prepared (see :meth:`_failed`)."""
