@@ -236,17 +236,22 @@ class PipelineIterator:
         return max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
 
     def _next_batch(self) -> Batch:
-        with stage_mesh(self._plan):
-            while True:
-                if self._driver is None:
-                    self._driver = open_driver(self._context, self._epoch, self._filter_at)
-                try:
-                    batch, self._count = self._driver.next_batch()
-                except SourceMoved:
-                    self._follow_source()
-                    continue
-                self._mark()
-                return batch
+        if self._plan.stages_on == "host":  # no loop mesh reaches the CPU's steps
+            with stage_mesh(self._plan):
+                return self._driven_batch()
+        return self._driven_batch()
+
+    def _driven_batch(self) -> Batch:
+        while True:
+            if self._driver is None:
+                self._driver = open_driver(self._context, self._epoch, self._filter_at)
+            try:
+                batch, self._count = self._driver.next_batch()
+            except SourceMoved:
+                self._follow_source()
+                continue
+            self._mark()
+            return batch
 
     def _batch_start(self) -> BatchStart:
         """Where the source stands before a batch is prepared (see :meth:`_failed`)."""
