@@ -22,10 +22,10 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
-from datarax.pipeline.devices import stage_mesh
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.filtered import refuse_resplit
+from datarax.pipeline.devices import stage_mesh
 from datarax.pipeline.host_pass import padded_rows
 from datarax.pipeline.plan import PassContext, check_own_share, filter_position
 from datarax.pipeline.state import get_state, restore
