@@ -64,7 +64,8 @@ def check_arguments(
         raise ConfigError(
             "Pipeline pad_remainder=True pads the short last batch; it cannot be "
             "combined with " + ("drop_remainder=True, which drops it." if drop_remainder
-            else "sharding= (pad on each process, or place the padded batches yourself).")
+            else "sharding=: build the pipeline without sharding= and place its padded "
+            "batches with datarax.sharding.global_batches(pipeline, mesh).")
         )
     if pad_remainder and batch_size > _INT32_MAX:
         raise ConfigError(

@@ -81,6 +81,15 @@ def stage_context(plan: PipelinePlan) -> Any:
     return contextlib.nullcontext() if device is None else jax.default_device(device)
 
 
+def stage_mesh(plan: PipelinePlan) -> Any:
+    """A context with no mesh in force for ``stages_on="host"``: a ``jax.set_mesh`` of the
+    loop names the accelerators, and the steps run on the CPU (batches are placed by
+    ``sharding=`` or on the default device, neither reading the mesh)."""
+    if plan.stages_on != "host" or jax.sharding.get_abstract_mesh().empty:
+        return contextlib.nullcontext()
+    return jax.set_mesh(None)
+
+
 def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> BatchPlacement:
     """Resolve ``sharding`` and check that every batch splits over the local devices.
 

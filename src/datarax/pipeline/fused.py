@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -215,12 +216,7 @@ def scan_program(
                 start, epoch = position
                 batch, _ = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
                 if placement is not None:
-                    batch = {
-                        name: jax.lax.with_sharding_constraint(
-                            value, placement.field_sharding(value.ndim)
-                        )
-                        for name, value in batch.items()
-                    }
+                    batch = {name: placement.constrain(value) for name, value in batch.items()}
                 modules = nnx.merge(modules_def, state)
                 out = train_step(*modules, batch)
                 return nnx.state(modules), out
@@ -245,6 +241,14 @@ def _on_mesh(state: Any, placement: Any) -> Any:
         return jax.device_put(value, replicated)
 
     return jax.tree.map(put, state)
+
+
+def _mesh_for(placement: Any) -> Any:
+    """``jax.set_mesh`` of a mesh with ``Explicit`` axes where none is set: resharding to
+    it inside the program needs it (an ``Auto`` mesh, or one already set, needs nothing)."""
+    if placement is not None and placement.explicit and jax.sharding.get_mesh().empty:
+        return jax.set_mesh(placement.sharding.mesh)
+    return contextlib.nullcontext()
 
 
 def _as_they_were(new: Any, old: Any) -> Any:
@@ -278,7 +282,7 @@ def run_scan(
     program = scan_program(train_step, context.plan.batch_size, placement, modules_def,
                            data_def)
     lengths = _CALLED.setdefault(program, set())
-    with context.stats.timer("step" if length in lengths else "compile"):
+    with context.stats.timer("step" if length in lengths else "compile"), _mesh_for(placement):
         state, out = program(modules_state, data_state, source.step_inputs(), starts, epochs,
                              context.key_pair())
     lengths.add(length)

@@ -26,6 +26,7 @@ from datarax.host.counts import count_words
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.filtered import refuse_resplit
+from datarax.pipeline.devices import stage_mesh
 from datarax.pipeline.host_pass import padded_rows
 from datarax.pipeline.plan import PassContext, check_own_share, filter_position
 from datarax.pipeline.state import get_state, restore
@@ -237,6 +238,12 @@ class PipelineIterator:
         return max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
 
     def _next_batch(self) -> Batch:
+        if self._plan.stages_on == "host":  # no loop mesh reaches the CPU's steps
+            with stage_mesh(self._plan):
+                return self._driven_batch()
+        return self._driven_batch()
+
+    def _driven_batch(self) -> Batch:
         while True:
             if self._driver is None:
                 self._driver = open_driver(self._context, self._epoch, self._filter_at)
