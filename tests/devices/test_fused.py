@@ -195,7 +195,7 @@ def test_scan_names_the_call_a_train_step_of_the_wrong_signature_cannot_take():
     def needs_two_modules(model, optimizer, batch):
         return batch
 
-    with pytest.raises(ConfigError, match=r"train_step\(\*modules, batch\): here 1 module\(s\) "
+    with pytest.raises(ConfigError, match=r"train_step\(\*modules, batch\): here 1 module "
                        r"then the batch.*needs_two_modules\(model, optimizer, batch\)"):
         pipeline.scan(needs_two_modules, length=1, modules=(nnx.Rngs(0),))
     with pytest.raises(ConfigError, match=r"modules\[0\] is a ndarray; modules= takes the NNX"):

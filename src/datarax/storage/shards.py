@@ -7,12 +7,8 @@ a record lives in: at once when cached, else after its one download. After
 (:class:`~datarax.storage.file_order.FileOrder`) are downloaded ``threads`` at a time;
 each process plans only its own positions, so it fetches only its share.
 
-Files in use are held in the cache (shared locks); files read ahead are not: a reader
-needing the room evicts them. The cache must hold the ``behind`` largest files together;
-read-ahead leaves room for one more file and stands back while a reader waits;
-:class:`~datarax.storage.errors.CacheFullError` only when nothing can make room.
-A file deleted or changed mid-epoch raises :class:`~datarax.storage.errors.RemoteObjectError`
-every time it is asked for (so ``on_error="skip"`` skips it without fetching it again).
+Files in use are held in the cache; files read ahead are not (a reader needing the room
+evicts them). Room rules and errors: docs/object-storage.md.
 
 Example:
     >>> import fsspec, tempfile
@@ -229,6 +225,11 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
             self._stats.add("cache_hits")
         self._taken.add(i)
 
+    def _check_file(self, i: int) -> None:
+        if not 0 <= i < len(self.objects):
+            raise IndexError(f"RemoteShards has {count_words(len(self.objects), 'file')}, asked "
+                             f"for {i}.")
+
     def _notify(self) -> None:
         """Wake the readers waiting for room (called with the lock held)."""
         self._generation += 1
@@ -340,9 +341,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
     def hold(self, i: int) -> Iterator[str]:
         """The local path of file ``i`` (:meth:`local_path`), never released inside the
         block, whatever other readers need."""
-        if not 0 <= i < len(self.objects):
-            raise IndexError(f"RemoteShards has {count_words(len(self.objects), 'file')}, asked "
-                             f"for {i}.")
+        self._check_file(i)
         with self._lock:
             self._pins[i] += 1
         try:
@@ -435,9 +434,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         """A handle on file ``i`` (``opener(local_path)``), kept open for later calls and
         closed (``closer(handle)``, default ``handle.close()``) when idle and over the
         handle limit, or at :meth:`close`. The file stays in the cache while it is open."""
-        if not 0 <= i < len(self.objects):
-            raise IndexError(f"RemoteShards has {count_words(len(self.objects), 'file')}, asked "
-                             f"for {i}.")
+        self._check_file(i)
         with self._lock:
             self._pins[i] += 1
             record = self._handles.take(i)
