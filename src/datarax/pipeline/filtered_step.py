@@ -148,11 +148,10 @@ def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[A
     stable sort's order, at a fraction of its run time on the CPU) and slice updates,
     fewer kernels than a running sum and a scatter."""
     n = mask.shape[0]
-    bits = max(1, (n - 1).bit_length())  # a row number's bits (n <= 2**30)
-    dropped = lax.convert_element_type(lax.bitwise_not(mask), np.int32)
-    keys = lax.sort(lax.bitwise_or(lax.shift_left(dropped, _spread(np.int32(bits), n)),
-                                   lax.iota(np.int32, n)), is_stable=False)
-    order = lax.bitwise_and(keys, _spread(np.int32((1 << bits) - 1), n))
+    rows, size = lax.iota(np.int32, n), _spread(np.int32(n), n)
+    # kept rows keyed by their row, dropped ones by row + n: unique keys (n <= 2**30)
+    keys = lax.sort(lax.select(mask, rows, lax.add(rows, size)), is_stable=False)
+    order = lax.rem(keys, size)
     count = lax.reduce(lax.convert_element_type(mask, np.int32), np.int32(0), lax.add, (0,))
     if values is None:
         pos = lax.add(lax.convert_element_type(order, p.dtype), _spread(p, n))
