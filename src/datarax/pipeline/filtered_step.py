@@ -143,19 +143,16 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
 
 def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[Any, Any]:
     """``buffer`` with the ``values`` (None: positions) of the chunk at ``p`` that ``mask``
-    keeps written from row ``kept`` on, in order, and how many were kept. The order is
-    one sort of unique integer keys (dropped rows after the kept, each in chunk order: a
-    stable sort's order, at a fraction of its run time on the CPU) and slice updates,
-    fewer kernels than a running sum and a scatter."""
+    keeps written from row ``kept`` on, in order, and how many were kept. A stable sort
+    and slice updates compile to fewer kernels than a running sum and a scatter."""
     n = mask.shape[0]
-    rows, size = lax.iota(np.int32, n), _spread(np.int32(n), n)
-    # kept rows keyed by their row, dropped ones by row + n: unique keys (n <= 2**30)
-    keys = lax.sort(lax.select(mask, rows, lax.add(rows, size)), is_stable=False)
-    order = lax.rem(keys, size)
-    count = lax.reduce(lax.convert_element_type(mask, np.int32), np.int32(0), lax.add, (0,))
+    dropped, pos = lax.sort((lax.bitwise_not(mask), _positions(p, n)), num_keys=1,
+                            is_stable=True)
+    count = lax.reduce(lax.convert_element_type(lax.bitwise_not(dropped), np.int32),
+                       np.int32(0), lax.add, (0,))
     if values is None:
-        pos = lax.add(lax.convert_element_type(order, p.dtype), _spread(p, n))
         return lax.dynamic_update_slice_in_dim(buffer, pos, kept, 0), count
+    order = lax.sub(pos, _spread(p, n))
     return jax.tree.map(
         lambda b, v: lax.dynamic_update_slice_in_dim(b, gather_rows(v, order), kept, 0),
         buffer, values), count
