@@ -62,3 +62,15 @@ def test_filtered_batches_are_the_unfiltered_records_kept_in_order(at, unfiltere
         got = _epoch(filtered)
         assert [list(zip(x, u)) for x, u in got] == want
         assert got[0] == pinned
+
+
+@pytest.mark.parametrize("size", [1, 8, 5])
+def test_kept_records_keep_their_order_at_every_chunk_size(size):
+    """The chunk a filtered step packs is ``batch_size`` records: its kept rows stay in
+    order whether that size is 1, a power of two or neither, by position (filter first)
+    and after a stage."""
+    n = 23
+    plain = [r for x, u in _epoch(_pipeline(n, size)) for r in zip(x, u) if r[0] % 2 == 0]
+    for at in (0, 1):
+        got = [r for x, u in _epoch(_pipeline(n, size, at=at)) for r in zip(x, u)]
+        assert got == plain
