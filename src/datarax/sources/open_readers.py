@@ -106,7 +106,12 @@ class OpenReaders:
         """Readers over the limit, least recently used first, that no thread is reading
         (taken out of the open ones; closed by the caller outside the lock)."""
         excess = len(self._open) - self.limit
-        idle = [key for key in self._open if key not in self._users][:max(0, excess)]
+        idle = []
+        for key in self._open:  # from the least recently used; none when under the limit
+            if excess <= len(idle):
+                break
+            if key not in self._users:
+                idle.append(key)
         return [self._open.pop(key) for key in idle]
 
     def _close_all(self, readers: list[Any]) -> None:
