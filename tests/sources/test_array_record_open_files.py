@@ -21,7 +21,12 @@ from int_record_files import int_source, write_int_parts  # noqa: E402
 
 from datarax.sources import array_record_files  # noqa: E402
 from datarax.sources.array_record_files import ArrayRecordFiles  # noqa: E402
-from datarax.sources.open_readers import MOST_OPEN, OpenReaders, default_limit  # noqa: E402
+from datarax.sources.open_readers import (  # noqa: E402
+    MOST_OPEN,
+    OpenReaders,
+    TooManyOpenFiles,
+    default_limit,
+)
 from datarax.sources.skip_ledger import bad_record_error  # noqa: E402
 
 ENDS = [5, 10, 15, 20, 25, 30]  # six files of five records: 0-4, 5-9, ...
@@ -97,3 +102,29 @@ def test_too_many_open_files_is_not_blamed_on_the_file():
                                    skipping=False))
     assert "The file is fine" in message and "ulimit -n" in message
     assert "regenerate" not in message
+
+
+class _NoFileLeftReader:
+    """array_record's reader where the process is out of file descriptors: not ok, and
+    its close names the cause."""
+
+    def __init__(self, path, *args, **kwargs):
+        self.path = path
+
+    def ok(self):
+        return False
+
+    def close(self):
+        raise OSError(f"open() failed: Too many open files; opening {self.path}")
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_running_out_of_file_descriptors_stops_the_read_and_skips_nothing(
+        paths, monkeypatch, on_error):
+    source = int_source(paths, on_error=on_error, num_epochs=1)
+    monkeypatch.setattr(array_record_files, "array_record_reader", lambda: _NoFileLeftReader)
+    with source, pytest.raises(TooManyOpenFiles, match=r"cannot open '.*part-0.array_record'"
+                               r".* The file is fine: .*ulimit -n: ") as err:
+        next(iter(source))
+    assert err.value.errno == errno.EMFILE
+    assert source.skipped_records() == []

@@ -8,7 +8,6 @@ through it.
 
 from __future__ import annotations
 
-import errno
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from datarax.extras import require  # not core.extras: decode workers load no JAX
-from datarax.sources.open_readers import OpenReaders, default_limit
+from datarax.sources.open_readers import OpenReaders, TooManyOpenFiles, default_limit
 from datarax.storage import RemoteShards
 from datarax.storage.blocks import FileBlocks, open_block
 from datarax.storage.head_start import HeadStart
@@ -211,7 +210,7 @@ def _open_reader(path: str) -> Any:
         cause = "the reader could not open it"
     except Exception as err:  # noqa: BLE001 - the reader's reason, raised below
         cause = str(err) or "the reader could not open it"
-    if "Too many open files" in cause:  # the process's limit, not the file: said so
-        raise OSError(errno.EMFILE, f"cannot open the file: {cause}")
+    if "Too many open files" in cause:  # the process's limit, not the file: raised, not skipped
+        raise TooManyOpenFiles(path, cause)
     raise OSError(f"cannot open the file: {cause}")
 

@@ -20,12 +20,13 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-__all__ = ["OpenReaders", "default_limit"]
+__all__ = ["OpenReaders", "TooManyOpenFiles", "default_limit"]
 
 T = TypeVar("T")
 
@@ -44,6 +45,28 @@ def default_limit() -> int:
     if soft == resource.RLIM_INFINITY or soft <= 0:
         return MOST_OPEN
     return max(16, min(MOST_OPEN, soft // 4))
+
+
+class TooManyOpenFiles(OSError):
+    """A file that could not be opened because the process has as many files open as its
+    limit allows: not a bad record, so never skipped (``on_error="skip"``) but raised."""
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(
+            errno.EMFILE,
+            f"cannot open '{path}': {cause}. The file is fine: this process has as many "
+            f"files open as its limit allows (ulimit -n: {_soft_limit()}); raise the limit "
+            "(e.g. ulimit -n 8192 in the shell that starts the program) or close the "
+            "sources you are done with (each keeps at most a quarter of the limit open).")
+
+
+def _soft_limit() -> str:
+    try:
+        import resource
+    except ImportError:
+        return "unknown"
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
 
 
 class OpenReaders:
