@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 
+import jax
 import numpy as np
 import pytest
 
@@ -128,3 +129,17 @@ def test_running_out_of_file_descriptors_stops_the_read_and_skips_nothing(
         next(iter(source))
     assert err.value.errno == errno.EMFILE
     assert source.skipped_records() == []
+
+
+def test_the_sources_attributes_hold_no_value_per_file(paths):
+    # Flax walks every leaf of a module's attributes when it is built (and checks them):
+    # a tuple of file names and one of record ends cost ~110 ms at 2,000 shards
+    def leaves(files):
+        source = int_source(files, shuffle_files=True)
+        with source:
+            return len(jax.tree.leaves(list(vars(source).values()))), source.paths
+
+    two, two_paths = leaves(paths[:2])
+    six, six_paths = leaves(paths)
+    assert two == six
+    assert (two_paths, six_paths) == (paths[:2], paths)

@@ -81,6 +81,7 @@ class ArrayRecordFiles:
         self.blocks = state.get("blocks")  # remote's objects are these blocks of the files
         self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
         self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
+        self.ends = tuple(self._ends.tolist())  # record numbers where each file ends
         self.max_open = state.get("max_open")  # None: the process's limit (read there)
         self._readers = OpenReaders(functools.partial(_open_nth, self.files), _close_reader,
                                     self.max_open if self.max_open is not None
