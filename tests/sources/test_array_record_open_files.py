@@ -122,6 +122,12 @@ class _NoFileLeftReader:
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
 def test_running_out_of_file_descriptors_stops_the_read_and_skips_nothing(
         paths, monkeypatch, on_error):
+    from datarax.sources import array_record_counts
+
+    with monkeypatch.context() as at_build:  # counting the records
+        at_build.setattr(array_record_counts, "array_record_reader", lambda: _NoFileLeftReader)
+        with pytest.raises(TooManyOpenFiles, match=r"The file is fine: .*ulimit -n: "):
+            int_source(paths, on_error=on_error, num_epochs=1)
     source = int_source(paths, on_error=on_error, num_epochs=1)
     monkeypatch.setattr(array_record_files, "array_record_reader", lambda: _NoFileLeftReader)
     with source, pytest.raises(TooManyOpenFiles, match=r"cannot open '.*part-0.array_record'"
@@ -143,3 +149,4 @@ def test_the_sources_attributes_hold_no_value_per_file(paths):
     six, six_paths = leaves(paths)
     assert two == six
     assert (two_paths, six_paths) == (paths[:2], paths)
+
