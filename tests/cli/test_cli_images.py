@@ -231,7 +231,7 @@ def test_convert_names_empty_class_folders_and_files_left_out(photos, capsys, mo
     assert code == 0 and out.splitlines()[1:] == [
         "  class folder(s) of SRC holding no images, kept as classes with no records: "
         "'0_none' (label 0).",
-        "  left out 1 file(s) of SRC that are no images by their suffix: 1 .heic."]
+        "  left out 1 file of SRC that is no image by its suffix: 1 .heic."]
     code, out, _ = run("inspect", "ds_with_empty", "--records", "0", cwd=photos, capsys=capsys,
                        monkeypatch=monkeypatch)
     assert "  label: int64 () raw, 3 classes: 0_none, a, b; without records: 0_none" in out

@@ -109,3 +109,22 @@ def test_a_raising_generator_is_named_and_the_pass_resumes_after():
         "Gen.get_batch raised in pass 0 after 4 records were handed out; the next read "
         "calls restart(0) and continues at record 4 of the pass."]
     assert read_all(source) == [4, 5, 6, 7, 8, 9]  # nothing dropped, nothing repeated
+
+
+def test_counts_of_one_are_worded_in_the_singular():
+    sought = Gen(1)
+    sought.seek(0, 3)
+    with pytest.raises(StateError, match=r"^Gen\.seek\(0, 3\) is past the end of pass 0: "
+                       r"it holds 1 record, the last is record 0 \(seek\(0, 1\)"):
+        sought.get_batch_with_indices(2)
+    restored = Gen(0)
+    restored.set_state({"current_index": 1, "current_epoch": 0})
+    with pytest.raises(StateError, match="the restored position says 1 record of pass 0 "
+                       "was handed out, but the pass ends before that"):
+        restored.get_batch_with_indices(2)
+    raising = Gen(5, fail_at=1)
+    assert raising.get_batch_with_indices(1)[0]["x"].tolist() == [0]
+    with pytest.raises(OSError, match="disk hiccup") as raised:
+        raising.get_batch_with_indices(4)
+    assert raised.value.__notes__[0].startswith(
+        "Gen.get_batch raised in pass 0 after 1 record was handed out; ")

@@ -310,7 +310,7 @@ def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_ins
     with pytest.raises(ConversionError) as err:
         convert(src, tmp_path / "out")
     assert str(err.value) == (
-        f"'{src}' holds 2 image(s) (such as a/0.png) and also a/info.json, metadata.csv, which "
+        f"'{src}' holds 2 images (such as a/0.png) and also a/info.json, metadata.csv, which "
         "convert reads as data themselves; convert one kind: move those files out to convert "
         "the images (an image folder: SRC/<class>/<image>), or give them as SRC (datarax convert "
         f"'{src}/a/*.json' DST) to convert them. For a Hugging Face imagefolder with metadata: "
@@ -327,7 +327,7 @@ def test_a_table_or_npy_file_inside_an_image_folder_is_refused_not_converted_ins
     hf.mkdir()
     (hf / "0.png").write_bytes(png(3))
     (hf / "metadata.jsonl").write_text('{"file_name": "0.png", "text": "a cat"}\n')
-    with pytest.raises(ConversionError, match=r"holds 1 image\(s\) \(such as 0.png\) and also "
+    with pytest.raises(ConversionError, match=r"holds 1 image \(such as 0.png\) and also "
                                               r"metadata.jsonl, .* For a Hugging Face imagefolder"):
         convert(str(hf), tmp_path / "out")
     # hidden folders are no input: an editor's settings leave the images as they are

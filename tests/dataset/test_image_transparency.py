@@ -56,14 +56,22 @@ def test_an_rgb_png_with_a_transparent_colour_in_a_field_without_alpha_is_refuse
     keyed = io.BytesIO()
     Image.new("RGB", (4, 4), (7, 7, 7)).save(keyed, format="PNG", transparency=(7, 7, 7))
     src = folder(tmp_path / "src", {"a/0.png": png(9), "a/1.png": keyed.getvalue()})
-    with pytest.raises(ConversionError, match=r"row 1 \(a/1.png\), field 'image': a RGB image, the "
-                                              r"features say 3 channel\(s\); storing it so would "
+    with pytest.raises(ConversionError, match=r"row 1 \(a/1.png\), field 'image': an RGB image "
+                                              r"with a transparent colour, the features say 3 channel\(s\); storing it so would "
                                               r"lose its transparency \(alpha channel\). Declare "
                                               r"the field with 4 channels \(features=\), or "
                                               r"convert such images first \(PIL: "
                                               r"image.convert\('RGB'\), the pixels torchvision's "
                                               r"loader reads; the field's channels are those of "
                                               r"the first image\)"):
+        convert(src, tmp_path / "out")
+
+
+def test_a_palette_image_with_a_transparent_colour_is_named_in_words(tmp_path):
+    src = folder(tmp_path / "src", {"a/0.png": png(9), "a/1.png": palette_png(0)})
+    with pytest.raises(ConversionError, match=r"row 1 \(a/1.png\), field 'image': a palette image "
+                                              r"with a transparent colour \(PIL mode P\), the "
+                                              r"features say 3 channel\(s\)"):
         convert(src, tmp_path / "out")
 
 

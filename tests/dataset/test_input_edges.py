@@ -334,7 +334,7 @@ def test_workers_end_with_their_killed_main_process(tmp_path) -> None:
               f"    write_dataset(ParentKillerRows(80, 40, 0.05), {str(tmp_path / 'ds')!r}, "
               "shards=2, workers=2)\n")
     (tmp_path / "run.py").write_text(script)
-    done = subprocess.run([sys.executable, str(tmp_path / "run.py")], timeout=60)
+    done = subprocess.run([sys.executable, str(tmp_path / "run.py")], timeout=240)
     assert done.returncode == -9
     # a worker left running would finish its 40-row shard (rows 40..79, 2 s) by now;
     # the main process writes rows 0..39 itself (2 s), and is killed at row 40
@@ -480,3 +480,15 @@ def test_a_tfds_name_unknown_or_not_prepared_is_named_in_one_short_message(tmp_p
                                               r"only \(it never downloads\)"):
         convert("tfds:mnist", tmp_path / "ds", data_dir=str(tmp_path / "tfds"))
     assert not (tmp_path / "ds").exists()
+
+
+def test_a_pattern_matching_unreadable_paths_says_which_is_or_none_of_them_is_read(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("hi")
+    with pytest.raises(ConversionError, match=r"the pattern '.*/notes/\*\.txt' matches 1 path "
+                                              r"\(.*a\.txt\), which is none of Parquet"):
+        convert(str(tmp_path / "notes" / "*.txt"), tmp_path / "out")
+    (tmp_path / "notes" / "b.txt").write_text("ho")
+    with pytest.raises(ConversionError, match=r"matches 2 paths \(.*a\.txt, .*b\.txt\), none "
+                                              r"of them Parquet"):
+        convert(str(tmp_path / "notes" / "*.txt"), tmp_path / "out")

@@ -58,3 +58,21 @@ def test_a_resize_of_records_without_encoded_images_is_refused(tmp_path) -> None
                                           r"array \(8, 8, 3\)\); leave out resize"):
         convert(str(tmp_path / "npy"), tmp_path / "d", resize=4)
     assert not (tmp_path / "d").exists()
+
+
+def test_a_transparent_background_keeps_its_colour_when_resized(tmp_path) -> None:
+    # Pillow's RGBA resize weighs colour by alpha: the white under transparent pixels
+    # turned black, where decode_images (torchvision's loader) shows the stored colour
+    pixels = np.full((40, 40, 4), 255, np.uint8)
+    pixels[..., 3] = 0
+    pixels[10:30, 10:30] = (200, 0, 0, 255)
+    (tmp_path / "im" / "a").mkdir(parents=True)
+    logo = Image.fromarray(pixels, "RGBA")
+    logo.save(tmp_path / "im" / "a" / "logo.png")
+    convert(str(tmp_path / "im"), tmp_path / "d", resize=(20, 20))
+    got = read_dataset(tmp_path / "d")["image"][0]
+    colour = logo.convert("RGB").resize((20, 20), Image.Resampling.BILINEAR)
+    alpha = logo.getchannel("A").resize((20, 20), Image.Resampling.BILINEAR)
+    assert got.shape == (20, 20, 4) and got[0, 0].tolist() == [255, 255, 255, 0]
+    assert np.array_equal(got[..., :3], np.asarray(colour))
+    assert np.array_equal(got[..., 3], np.asarray(alpha))

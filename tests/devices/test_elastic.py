@@ -192,7 +192,7 @@ def test_streams_refuse_another_process_count():
     next(iterator)
     state = iterator.get_state()
     restorer = make_pipeline("stream", 24, 4, shard_index=0, shard_count=3)
-    with pytest.raises(StateError, match=r"this state was saved by 2 process\(es\) and this "
+    with pytest.raises(StateError, match=r"this state was saved by 2 processes and this "
                        r"pipeline runs as shard 0 of 3; a stream source's position is its "
                        r"own share's .*only indexed and random-access sources take another "
                        r"process's state\. Restore it on 2 processes\."):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -214,4 +216,23 @@ def test_a_scan_longer_than_positions_can_count_is_refused_before_anything_moves
     assert (pipeline.epoch, pipeline.position) == (0, 0)
     looped = [host(b) for b in make_pipeline("indexed", N, B)]
     assert_same(unstack(pipeline.scan(echo, length=np.int64(7))), looped + looped[:2])
+    assert (pipeline.epoch, pipeline.position) == (1, 8)
+
+
+@pytest.mark.parametrize("under_mesh", [False, True])
+def test_scan_with_sharding_over_a_mesh_of_explicit_axes(under_mesh):
+    # with_sharding_constraint only asserts over Explicit axes (was: JAX's error that the
+    # batch's P(None) does not match P('data')): the batch is resharded there instead,
+    # with or without jax.set_mesh around the call.
+    from jax.sharding import AxisType, Mesh, PartitionSpec
+
+    mesh = Mesh(np.asarray(jax.devices()[:1]), ("data",), axis_types=(AxisType.Explicit,))
+    want = loop_batches(2)
+    pipeline = make_pipeline("indexed", N, B, shuffle=True, stochastic=True,
+                             sharding=(mesh, PartitionSpec("data")))
+    scope = jax.set_mesh(mesh) if under_mesh else contextlib.nullcontext()
+    with scope:
+        out = pipeline.scan(echo, length=7)
+    assert_same(unstack(out), want[:7])
+    assert out["y"].sharding.spec == PartitionSpec(None, "data", None)
     assert (pipeline.epoch, pipeline.position) == (1, 8)

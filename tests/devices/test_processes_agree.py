@@ -35,7 +35,7 @@ def test_a_pipeline_built_otherwise_on_another_process_is_refused_on_every_proce
                                            f"processes: {words}."), result[case]
             assert "Every process must build the same pipeline" in result[case]
     # Refused on process 1 before the comparison: process 0 gets its error, not a hang.
-    own = ("ConfigError: Pipeline shard_count=2 over MemorySource's 1 records: each "
+    own = ("ConfigError: Pipeline shard_count=2 over MemorySource's 1 record: each "
            "process's share is 1 // 2 = 0 records")
     assert results[1]["refused"].startswith(own), results[1]["refused"]
     assert results[0]["refused"].startswith(
@@ -45,6 +45,6 @@ def test_a_pipeline_built_otherwise_on_another_process_is_refused_on_every_proce
     # Process 1 gone (as if it died): process 0's build fails at once, saying so.
     assert results[0]["peer gone"].startswith(
         "RuntimeError: Pipeline(sharding=...) under several processes: exchanging with the "
-        "other 1 process(es) failed ("), results[0]["peer gone"]
+        "other 1 process failed ("), results[0]["peer gone"]
     assert "a process that died, failed earlier or took another path" in results[0]["peer gone"]
     assert "peer gone" not in results[1]

@@ -228,7 +228,7 @@ def test_selector_resumes_exactly_in_a_pipeline():
      "ProbabilisticOperator probability must be a number in [0, 1], got -0.1."),
     (lambda: SelectorOperator([]), "SelectorOperator: operators is empty; give at least one operator."),
     (lambda: SelectorOperator([add(1), add(2)], weights=[1.0]),
-     "SelectorOperator: got 1 weights for 2 operators; give one weight per operator."),
+     "SelectorOperator: got 1 weight for 2 operators; give one weight per operator."),
     (lambda: SelectorOperator([add(1), add(2)], weights=[0, 0]),
      "SelectorOperator: weights sum to 0; at least one must be positive."),
     (lambda: SelectorOperator([add(1), add(2)], weights=[2, -1]),
@@ -247,12 +247,12 @@ def test_selector_resumes_exactly_in_a_pipeline():
     (lambda: composite("sequential", []),
      "CompositeOperatorModule: operators is empty; give at least one operator."),
     (lambda: composite("weighted_parallel", [add(1), add(2)], weights=(1.0,)),
-     "CompositeOperatorModule: got 1 weights for 2 operators; give one weight per operator."),
+     "CompositeOperatorModule: got 1 weight for 2 operators; give one weight per operator."),
     (lambda: composite("branching", [add(1)]),
      "CompositeOperatorModule: strategy 'branching' needs router=callable(record) -> int."),
     (lambda: composite("conditional_sequential", [add(1), add(2)], conditions=[lambda r: True]),
      "CompositeOperatorModule: strategy 'conditional_sequential' needs one condition per "
-     "operator: 2 operators, 1 conditions."),
+     "operator: 2 operators, 1 condition."),
     (lambda: composite("conditional_sequential", [add(1), add(2)]),
      "CompositeOperatorModule: strategy 'conditional_sequential' needs one condition per "
      "operator: 2 operators, no conditions."),

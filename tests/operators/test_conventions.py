@@ -117,10 +117,10 @@ def test_grayscale_passes_one_channel_images_and_colour_ops_refuse_them():
     gray = RNG.integers(0, 256, (2, 5, 7, 1), dtype=np.uint8)
     np.testing.assert_array_equal(run(I.Grayscale(), gray), gray)
     with pytest.raises(DataraxError, match=r"Grayscale 'Grayscale': field 'image' holds images "
-                                           r"with 2 channel\(s\); it works on RGB"):
+                                           r"with 2 channels; it works on RGB"):
         run(I.Grayscale(), np.zeros((1, 2, 2, 2), np.uint8))
     with pytest.raises(DataraxError, match=r"Saturation 'Saturation': field 'image' holds "
-                                           r"images with 1 channel\(s\)"):
+                                           r"images with 1 channel\b"):
         run(I.Saturation(0.5), gray)
 
 

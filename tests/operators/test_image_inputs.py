@@ -35,7 +35,7 @@ def test_colour_operators_refuse_bool_images_geometry_keeps_them():
 
 def test_normalize_channel_mismatch_says_what_to_give():
     with pytest.raises(ConfigError, match=r"^Normalize 'Normalize': 3 mean/std values for images "
-                       r"with 1 channel\(s\) in field 'image'; give one value per channel \(1\) "
+                       r"with 1 channel in field 'image'; give one value per channel \(1\) "
                        r"or one value for all\."):
         I.Normalize([0.5] * 3, [0.2] * 3).apply_batch({"image": jnp.zeros((1, 2, 2, 1))}, None)
     with pytest.raises(ConfigError, match=r"Normalize: mean and std must be finite"):

@@ -56,7 +56,7 @@ def test_a_state_from_another_process_count_is_refused(kind, tmp_path):
     state = saved.get_state()
     one = make()
     one.set_state(state)
-    with pytest.raises(StateError, match=r"saved by 2 process\(es\).*shard 0 of 1.*"
+    with pytest.raises(StateError, match=r"saved by 2 processes.*shard 0 of 1.*"
                                          r"Restore the state on 2 processes"):
         next(iter(one))
     it = iter(make())

@@ -62,14 +62,15 @@ def test_len_of_a_stream_is_unknown():
     with pytest.raises(TypeError) as err:
         len(pipeline)
     assert str(err.value) == (
-        "len(Pipeline) is unknown: Stream has no fixed epoch length (a stream, or a mixture "
-        "sampling without end)."
+        "len(Pipeline) is unknown: Stream has no length: it is a stream, read forward only; "
+        "len() does not read a pass to count its records (count them as you iterate)."
     )
     with pytest.raises(TypeError) as err:
         len(iter(pipeline))
     assert str(err.value) == (
-        "len() of this iterator is unknown: Stream has no fixed epoch length (a stream, or a "
-        "mixture sampling without end)."
+        "len() of this iterator is unknown: Stream has no length: it is a stream, read "
+        "forward only; len() does not read a pass to count its records (count them as you "
+        "iterate)."
     )
 
 
@@ -80,6 +81,9 @@ def test_drop_remainder_with_a_batch_larger_than_the_epoch_is_refused():
         "Pipeline batch_size=8 with drop_remainder=True would serve no batch: an epoch of "
         "MemorySource holds 5 records. Lower batch_size or set drop_remainder=False."
     )
+    with pytest.raises(ConfigError) as err:
+        Pipeline(source=memory(1), stages=[], batch_size=2, drop_remainder=True)
+    assert "an epoch of MemorySource holds 1 record. Lower batch_size" in str(err.value)
     with pytest.raises(ConfigError) as err:
         Pipeline(source=memory(10), stages=[], batch_size=4, drop_remainder=True,
                  shard_index=0, shard_count=4)

@@ -127,9 +127,9 @@ def test_take_and_repeat_say_what_they_wrap_and_what_is_left_in_repr():
     take = make().take(3)
     next(take)
     assert repr(take) == ("take(3) of a Pipeline over MemorySource with batch_size 2: "
-                          "2 batch(es) left")
+                          "2 batches left")
     assert repr(make().repeat(None)) == ("repeat(None) of a Pipeline over MemorySource "
                                          "with batch_size 2: without end")
     assert repr(Rebatch(make(), group=2).repeat(2)) == (
         "repeat(2) of Rebatch(group=2) of a Pipeline over MemorySource with batch_size 2: "
-        "2 pass(es) left")
+        "2 passes left")

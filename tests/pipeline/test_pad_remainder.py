@@ -173,12 +173,12 @@ def test_padded_state_mismatch_names_the_side_with_pad_remainder():
     next(iter(padded)), next(iter(plain))
     padded_state, plain_state = padded.get_state(), plain.get_state()
     with pytest.raises(StateError, match=re.escape(
-            "saved by 3 process(es) with pad_remainder=True (shares rounded up to whole "
+            "saved by 3 processes with pad_remainder=True (shares rounded up to whole "
             "padding slots), which restores only on 3 processes; this pipeline runs as "
             "shard 0 of 1. Restore it on 3 processes with pad_remainder=True.")):
         make(0, 1, True).set_state(padded_state)
     with pytest.raises(StateError, match=re.escape(
-            "saved by 3 process(es) and this pipeline runs as shard 0 of 2 with "
+            "saved by 3 processes and this pipeline runs as shard 0 of 2 with "
             "pad_remainder=True (shares rounded up to whole padding slots), which takes only "
             "a state saved on 2 processes with pad_remainder=True. Restore it without "
             "pad_remainder")):

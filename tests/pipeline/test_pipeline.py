@@ -345,6 +345,10 @@ def test_iterator_repr_says_source_epoch_records_handed_out_and_whether_it_is_li
                         "8 records handed out>")
     newer = iter(pipeline)
     assert repr(it).endswith("superseded by a newer iter(pipeline)>")
+    one = iter(Pipeline(source=MemorySource(MemorySourceConfig(), {"x": np.arange(3, dtype=np.int32)}),
+                        stages=[], batch_size=1))
+    next(one)
+    assert repr(one).endswith("live, 1 record handed out>")  # one, not "1 records"
     list(newer)
     assert repr(newer) == "<PipelineIterator over MemorySource: epoch 1, batch_size 4, ended>"
 

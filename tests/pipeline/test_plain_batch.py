@@ -88,3 +88,19 @@ def test_the_copy_without_a_tree_walk_is_the_tree_copy(monkeypatch) -> None:
     monkeypatch.undo()
     (out,) = copier._to_device(texts)
     assert out["word"] == ["a", "b"] and isinstance(out["y"], jax.Array)
+
+
+def test_the_copy_of_plain_batches_is_the_tree_copy() -> None:
+    """Batches the check passed on as plain (fields in the spec's sorted order) are copied
+    as they stand: the same fields, order and values as the tree copy."""
+    copier = object.__new__(host_pass.HostPass)
+    copier.stats = _Stats()
+    plain = [plain_batch({"y": np.arange(4, dtype=np.int32) + i,
+                          "image": np.full((4, 2, 3), i, np.uint8)}, FIELDS, batch_size=4)
+             for i in range(3)]
+    fast = copier._to_device(plain, plain=True)
+    walked = [jax.tree.map(np.asarray, jax.device_put(b)) for b in plain]
+    for a, b in zip(fast, walked):
+        assert list(a) == list(b) == ["image", "y"]
+        assert all(isinstance(a[k], jax.Array) for k in a)
+        assert all(np.array_equal(a[k], b[k]) for k in a)

@@ -67,6 +67,8 @@ _A_KEY = "A JAX key goes in rngs=nnx.Rngs(key) instead of seed=."
                         f"dtype=key<fry>) overlaying: [0 0]. {_A_KEY}"),
     (np.zeros(2, np.uint32), "Pipeline seed must be an int, got ndarray array([0, 0], "
                              f"dtype=uint32). {_A_KEY}"),
+    (np.ones(2, np.float32), "Pipeline seed must be an int, got ndarray array([1., 1.], "
+                             f"dtype=float32). {_AN_INT}"),  # two numbers, not a key's data
 ])
 def test_a_bad_seed_is_refused_saying_what_to_pass(seed, message):
     with pytest.raises(ConfigError) as caught:

@@ -218,7 +218,7 @@ def test_a_take_state_into_a_take_of_another_count_is_refused_naming_take():
         make().take(5).set_state(state)
     assert err.value.field == "take"
     assert str(err.value) == (
-        "Take.set_state: the state was saved by pipeline.take(2) (1 batch(es) left), but this "
+        "Take.set_state: the state was saved by pipeline.take(2) (1 batch left), but this "
         "is pipeline.take(5); the batches left count from the saved take. Restore it into "
         "pipeline.take(2).")
     with pytest.raises(StateError, match="'take_left' is 4, more than the 2 batch"):

@@ -572,7 +572,7 @@ simple("image-stream-name", OPERATORS, "HorizontalFlip(stream_name='my stream')"
        lambda: _image_op("HorizontalFlip", stream_name="my stream"))
 simple("image-normalize-channel-count", OPERATORS,
        "Normalize with 2 mean/std values over 3-channel images", ConfigError,
-       "Normalize 'Normalize': 2 mean/std values for images with 3 channel(s) in field "
+       "Normalize 'Normalize': 2 mean/std values for images with 3 channels in field "
        "'image'; give one value per channel (3) or one value for all.",
        lambda: _image_pipe(np.float32, _image_op("Normalize", mean=[0.5, 0.5], std=[0.2, 0.2])))
 simple("image-normalize-nan-mean", OPERATORS, "Normalize(mean=nan, std=1.0)", ConfigError,
@@ -698,7 +698,7 @@ simple("pipeline-indexed-source-untraceable", "Pipeline arguments",
 simple("pipeline-indexed-source-ignores-size", "Pipeline arguments",
        "an indexed source whose get_batch_at returns one record whatever size asks",
        SpecMismatchError,
-       "FirstRecordOnly.get_batch_at(0, size=2, key=None) (traced) returned 1 records; "
+       "FirstRecordOnly.get_batch_at(0, size=2, key=None) (traced) returned 1 record; "
        "get_batch_at must return exactly size records, those at positions start .. start + "
        "size - 1 (a short batch would leave records out and repeat others). Index with "
        "(jnp.arange(size) + start) % len(self).",
@@ -1766,7 +1766,7 @@ case("npy-shard-shape-differs", SOURCES_AND_STAGES, "shards of (3,) and (5,) rec
 case("npy-bfloat16-saved-as-bytes", SOURCES_AND_STAGES,
      "a bfloat16 array saved with numpy.save (read back as |V2)", RecordError,
      "NpySource: '{tmp}/x.npy' holds raw bytes (|V2), which a batch cannot carry. "
-     "Raw values of 2 byte(s) with no fields are most likely an ml_dtypes array (bfloat16 is "
+     "Raw values of 2 bytes with no fields are most likely an ml_dtypes array (bfloat16 is "
      "|V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its type. Save "
      "numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field back in a "
      "stage with jax.lax.bitcast_convert_type(value, jnp.bfloat16), or save "
@@ -2016,12 +2016,12 @@ def _take_state_into(batches: int) -> None:
 
 
 simple("take-state-other-count", FILTERING, "the state of pipeline.take(2) into pipeline.take(5)",
-       StateError, "Take.set_state: the state was saved by pipeline.take(2) (1 batch(es) left), "
+       StateError, "Take.set_state: the state was saved by pipeline.take(2) (1 batch left), "
        "but this is pipeline.take(5); the batches left count from the saved take. Restore it "
        "into pipeline.take(2).",
        lambda: _take_state_into(5), field="take")
 simple("take-state-left-over-count", FILTERING, "Take.set_state with take_left=4 of take=2",
-       StateError, "Take.set_state: 'take_left' is 4, more than the 2 batch(es) of the take; "
+       StateError, "Take.set_state: 'take_left' is 4, more than the 2 batches of the take; "
        "the state was tampered with.",
        lambda: _epochs_state(lambda p: p.take(2), take_left=4), field="take_left")
 simple("repeat-state-bad-epochs-left", FILTERING, "Repeat.set_state with epochs_left='two'",
@@ -2312,7 +2312,7 @@ def _convert_image_folder_with_a_table(tmp: Path) -> Any:
 case("convert-image-folder-with-a-table", CONVERTING,
      "convert(root) of an image folder that also holds a table file (root/metadata.csv, a "
      "class's info.json) or a .npy", ConversionError,
-     "holds 1 image(s) (such as cat/a.png) and also metadata.csv, which convert reads as "
+     "holds 1 image (such as cat/a.png) and also metadata.csv, which convert reads as "
      "data themselves; convert one kind")(_convert_image_folder_with_a_table)
 
 
@@ -3410,8 +3410,38 @@ def _bad_store_cap() -> None:
 
 
 simple("compile-cache-bytes-not-a-number", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=lots",
-       ConfigError, "DATARAX_COMPILE_CACHE_BYTES must be a whole number of bytes, got 'lots'.",
+       ConfigError, "DATARAX_COMPILE_CACHE_BYTES: cannot read 'lots' as a size; write e.g. 20G, "
+       "512M or 1000000.",
        _bad_store_cap)
+
+
+def _first_batch_with_env(name: str, value: str) -> Callable[[], None]:
+    def run() -> None:
+        before = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            first_batch(pipe(stages=[lambda batch: {"x": batch["x"] * 5 + 2}]))  # a new program
+        finally:
+            if before is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = before
+    return run
+
+
+simple("compile-cache-bytes-negative", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=-1", ConfigError,
+       "DATARAX_COMPILE_CACHE_BYTES must be >= 0, got '-1'; 0 keeps nothing, "
+       "DATARAX_COMPILE_CACHE=0 turns the store off.",
+       _first_batch_with_env("DATARAX_COMPILE_CACHE_BYTES", "-1"))
+simple("compile-cache-switch-garbage", SEEDS, "DATARAX_COMPILE_CACHE=disable", ConfigError,
+       "DATARAX_COMPILE_CACHE='disable' is neither on nor off",
+       _first_batch_with_env("DATARAX_COMPILE_CACHE", "disable"))
+simple("pipeline-seed-key-array", SEEDS, "seed=jax.random.key(0)", ConfigError,
+       "A JAX key goes in rngs=nnx.Rngs(key) instead of seed=.",
+       lambda: pipe(seed=jax.random.key(0), rngs=None))
+simple("pipeline-seed-0d-array", SEEDS, "seed=np.array(3.0)", ConfigError,
+       "Pipeline seed must be an int, got ndarray",
+       lambda: pipe(seed=np.array(3.0), rngs=None))
 
 
 # ------------------------------------------------ ranged reads of ArrayRecord files
@@ -3874,6 +3904,27 @@ simple("crop-larger-than-images", OPERATORS, "Crop(8) on 4 x 4 images", ConfigEr
 simple("text-token-id-negative", TEXT, "a tokenizer giving the token id -1", RecordError,
        "(min -1, max 5); token ids must be >= 0 (an embedding row) and fit int32",
        _negative_token_id)
+
+
+def _pil_image_of_a_cut_file(tmp: Path) -> Any:
+    import io
+
+    from PIL import Image
+
+    from datarax.dataset import write_dataset
+
+    out = io.BytesIO()
+    pixels = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(out, format="JPEG", quality=90)
+    cut = tmp / "cut.jpg"
+    cut.write_bytes(out.getvalue()[: len(out.getvalue()) // 2])
+    return write_dataset([{"image": Image.open(cut), "label": 0}], tmp / "ds")
+
+
+case("write-pil-image-of-a-cut-file", WRITING,
+     "write_dataset: a PIL image opened from a cut JPEG", ConversionError,
+     "row 0, field 'image': undecodable image (file {tmp}/cut.jpg)",
+     needs="PIL")(_pil_image_of_a_cut_file)
 
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:

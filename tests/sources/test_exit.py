@@ -12,6 +12,10 @@ import sys
 import pytest
 
 THREADS, CHUNK, AHEAD, RECORDS = 2, 4, 16, 400
+# seconds a record's decode takes: a thread takes a third chunk after the raise only if
+# the exit starts more than two chunks' decode (8 * DECODE_S) after it; at 0.02 s (0.16 s)
+# a loaded CI machine that kept the main thread waiting for a core could do that
+DECODE_S = 0.1
 
 SCRIPT = '''
 import os, sys, threading, time
@@ -22,7 +26,7 @@ mode, log, raised = sys.argv[1:4]
 def decode(record):
     with open(log, "a") as f:  # when each record's decode started
         f.write(f"{time.time()}\\n")
-    time.sleep(0.02 if mode != "main-ends" else 0)
+    time.sleep(DECODE_S if mode != "main-ends" else 0)
     return {"x": np.frombuffer(record, np.int32)[0]}
 
 def read_all(reader):
@@ -50,7 +54,7 @@ if __name__ == "__main__":
             f.write(str(time.time()))
         raise KeyboardInterrupt
 '''.replace("RECORDS", str(RECORDS)).replace("THREADS", str(THREADS)).replace(
-    "CHUNK", str(CHUNK)).replace("AHEAD", str(AHEAD))
+    "CHUNK", str(CHUNK)).replace("AHEAD", str(AHEAD)).replace("DECODE_S", str(DECODE_S))
 
 
 def run(tmp_path, mode: str) -> tuple[list[float], str]:

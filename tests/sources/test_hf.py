@@ -205,6 +205,16 @@ def test_streaming_len_says_a_stream_has_none_and_what_to_use(sst2_folder):
         "source with a length, load the split whole: from_hf(..., streaming=False) "
         "(HFEagerSource); for the split's size alone, read the dataset's info "
         "(load_dataset_builder(name).info.splits[split].num_examples).")
+    with pytest.raises(TypeError) as err:  # a pipeline over it gives the same reason
+        len(Pipeline(source, batch_size=2))
+    assert str(err.value) == f"len(Pipeline) is unknown: {HF_NO_LENGTH}"
+
+
+HF_NO_LENGTH = (
+    "HFStreamingSource has no length: it streams the split, read forward only. For a "
+    "source with a length, load the split whole: from_hf(..., streaming=False) "
+    "(HFEagerSource); for the split's size alone, read the dataset's info "
+    "(load_dataset_builder(name).info.splits[split].num_examples).")
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
+from waiting import eventually
 
 from datarax.core.errors import ConfigError, RecordError
 from datarax.samplers import index_shuffle_np
@@ -122,10 +122,8 @@ def test_read_ahead_is_bounded():
     reader = HostReader(table, decode, num_threads=2, read_ahead=3, chunk_size=10)
     reader.start(EpochOrder(1000, None, 0))
     reader.next_batch(10)
-    deadline = time.monotonic() + 30
-    while not reader.ready(30) and time.monotonic() < deadline:  # the 3 reads ahead land
-        time.sleep(0.01)
-    assert reader.ready(30) and reader.read_ahead_records() == 30
+    assert eventually(lambda: reader.ready(30))  # the 3 reads ahead land
+    assert reader.read_ahead_records() == 30
     assert table.getitems_calls <= 1 + 3  # the batch's chunk and 3 ahead, no more
     reader.close()
 
@@ -439,14 +437,11 @@ def test_the_next_epochs_reads_start_before_the_last_batch_is_taken():
     reader.start(EpochOrder(100, 3, 0))
     for _ in range(8):
         reader.next_batch(10)
-    deadline = time.monotonic() + 30
-    while not reader.ready(20) and time.monotonic() < deadline:  # the epoch's reads done
-        time.sleep(0.01)
+    eventually(lambda: reader.ready(20))  # the epoch's reads done
     reader.next_batch(10)  # all but the last batch: a reader thread is free for the next
     first = EpochOrder(100, 3, 1).indices(0, 10).tolist()
-    while first not in table.reads and time.monotonic() < deadline:  # on a reader thread
-        time.sleep(0.01)
-    assert first in table.reads and reader.position == 90
+    assert eventually(lambda: first in table.reads)  # on a reader thread
+    assert reader.position == 90
     assert len(reader.next_batch(10)) == 10 and reader.next_batch(10) is None
     reader.start(EpochOrder(100, 3, 1))
     assert reader.next_batch(10).indices.tolist() == first

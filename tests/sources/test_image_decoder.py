@@ -190,6 +190,9 @@ def test_random_box_follows_scale_and_ratio_and_falls_back_to_the_centre():
         assert 3 / 4 * 0.85 <= w / h <= 4 / 3 * 1.15
     # no box of 99% of a 100x100 image has ratio >= 3: the centre, at the largest ratio
     assert random_resized_box(rng, 100, 100, (0.99, 1.0), (3.0, 4.0)) == (33, 0, 33, 100)
+    # the same fallback as RandomResizedCrop: never an empty box (torchvision's rounding
+    # gives 0 rows for a 1x1 image at ratio >= 3)
+    assert random_resized_box(rng, 1, 1, (0.99, 1.0), (3.0, 4.0)) == (0, 0, 1, 1)
 
 
 def test_each_records_crop_is_the_same_at_any_batch_size_and_changes_per_epoch(mixed):

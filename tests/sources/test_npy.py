@@ -294,7 +294,7 @@ def test_a_bfloat16_array_saved_with_numpy_save_is_refused_saying_what_to_save(t
         NpySource(NpySourceConfig(paths=path))
     assert str(err.value) == (
         f"NpySource: '{path}' holds raw bytes (|V2), which a batch cannot carry. "
-        "Raw values of 2 byte(s) with no fields are most likely an ml_dtypes array (bfloat16 "
+        "Raw values of 2 bytes with no fields are most likely an ml_dtypes array (bfloat16 "
         "is |V2, float8 |V1) that numpy.save wrote as bytes: .npy cannot name its type. Save "
         "numpy.save(path, x.view(np.uint16)) (np.uint8 for float8) and turn the field back in "
         "a stage with jax.lax.bitcast_convert_type(value, jnp.bfloat16), or save "

@@ -7,6 +7,7 @@ import pytest
 
 from datarax.core.lengths import length_or_none
 from datarax.mixing import MixSource
+from datarax.pipeline import Pipeline
 from datarax.sources import ConcatSource, FlatMapSource, InterleaveSource, ShuffleBufferSource
 
 from number_sources import NumberStream, numbers
@@ -40,6 +41,16 @@ def test_a_source_of_unknown_length_is_true_and_len_says_why(name):
     with pytest.raises(TypeError) as err:
         len(source)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_len_of_a_pipeline_over_it_gives_the_sources_own_reason(name):
+    build, message = CASES[name]
+    pipeline = Pipeline(build(), batch_size=2)
+    with pytest.raises(TypeError) as err:
+        len(pipeline)
+    ending = "" if message.endswith(".") else "."
+    assert str(err.value) == f"len(Pipeline) is unknown: {message}{ending}"
 
 
 def test_known_lengths_are_counted_through_the_same_mechanism():

@@ -95,7 +95,7 @@ def test_an_image_that_would_lose_colour_or_transparency_is_refused(tmp_path):
     see_through = np.dstack([colour, np.full((4, 4), 5, np.uint8)])
     with pytest.raises(ConversionError) as err:  # was stored grey: [[77], [78]]
         write_dataset([{"image": _png(grey)}, {"image": _png(colour)}], str(tmp_path / "a"))
-    assert ("row 1, field 'image': a RGB image, the features say 1 channel(s); storing it so "
+    assert ("row 1, field 'image': an RGB image, the features say 1 channel(s); storing it so "
             "would lose its colours. Declare the field with 3 channels (features=), or convert "
             "such images first (PIL: image.convert('L'); the field's channels are those of the "
             "first image).") in str(err.value)

@@ -243,3 +243,64 @@ def test_bytes_fetched_by_the_caller_decode_as_the_readers_own(tmp_path: pathlib
                               "bytes": length + sum(b - a for a, b, _ in runs)}
     with pytest.raises(RecordError, match="shorter than its listed size"):
         ranges.records(wanted, [data[:-1] for data in fetched])
+
+
+def test_a_file_within_the_opens_request_is_read_by_that_request_alone(
+        tmp_path: pathlib.Path) -> None:
+    records = [b"r%d" % i * (i % 9) for i in range(300)]
+    path = write_records(tmp_path / "two-blocks.array_record", records)
+    assert os.path.getsize(path) == 2 * BLOCK  # no larger than the open's request
+    asked: list[tuple[int, int]] = []
+    read = file_reader(path)
+
+    def counted(offset: int, length: int) -> bytes:
+        asked.append((offset, length))
+        return read(offset, length)
+
+    ranges = ArrayRecordRanges(counted, 2 * BLOCK, name=path)
+    assert ranges.read([299, 0, 7, 7]) == [records[i] for i in (299, 0, 7, 7)]
+    assert ranges.read(range(300)) == records
+    assert ranges.ranges(ranges.chunks_of([5, 250])) == []  # no request left to make
+    assert ranges.records([5, 250], []) == [records[5], records[250]]
+    assert asked == [(0, 2 * BLOCK)]
+    assert ranges.stats() == {"requests": 1, "bytes": 2 * BLOCK}
+
+
+def test_small_remote_files_read_by_range_cost_one_request_each(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ranged_reads=True over a dataset of files of two blocks: each file's one request
+    (its tail, here the whole file) serves its records; counted at the memory:// store."""
+    import fsspec
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from datarax.dataset import write_dataset
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    folder = tmp_path / "ds"
+    write_dataset([{"i": np.int32(i)} for i in range(60)], str(folder), shards=3)
+    memory = fsspec.filesystem("memory")
+    names = sorted(p.name for p in folder.iterdir() if p.suffix == ".array_record")
+    for path in folder.iterdir():
+        memory.pipe(f"/ranged-small/{path.name}", path.read_bytes())
+    assert [os.path.getsize(folder / name) for name in names] == [2 * BLOCK] * 3
+    asked: list[tuple[str, int | None, int | None]] = []
+    cat_file = MemoryFileSystem.cat_file
+
+    def counted(self: MemoryFileSystem, path: str, start: int | None = None,
+                end: int | None = None, **kwargs: object) -> bytes:
+        asked.append((os.path.basename(path), start, end))
+        return cat_file(self, path, start=start, end=end, **kwargs)
+
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
+    try:
+        with ArrayRecordSourceModule(ArrayRecordSourceConfig(num_epochs=1),
+                                     "memory://ranged-small", ranged_reads=True,
+                                     cache=ShardCache(tmp_path / "cache")) as source:
+            assert [int(r["i"]) for r in source] == list(range(60))
+            storage = source.stats()["storage"]
+        assert sorted(a for a in asked if a[0] in names) == [
+            (name, 0, 2 * BLOCK) for name in names]
+        assert (storage["ranged_requests"], storage["fetched"]) == (3, 0)
+    finally:
+        memory.rm("/ranged-small", recursive=True)

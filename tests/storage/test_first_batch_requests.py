@@ -216,16 +216,23 @@ def test_files_whose_footers_outgrow_the_tail_are_opened_at_once_and_kept_after_
     assert [load_footer(shards.cache, o).num_records for o in objects] == [per_file] * files
 
 
+def _held_record(i: int) -> bytes:
+    """Record ``i`` of :func:`_held_files`: ``int32(i)`` and 4000 random bytes (files of
+    over two blocks: a smaller one is read whole by its tail's request)."""
+    import random
+
+    return np.int32(i).tobytes() + random.Random(i).randbytes(4000)
+
+
 def _held_files(tmp_path: pathlib.Path, s3: Any, files: int = 4) -> list[Any]:
-    """``files`` files of 40 numbered records (``int32(i)`` and 100 bytes) on S3."""
+    """``files`` files of 40 numbered records (:func:`_held_record`) on S3."""
     from int_record_files import write_parts
 
     from datarax.storage import list_objects
 
     folder = tmp_path / "files"
     folder.mkdir()
-    write_parts(folder, [range(f * 40, (f + 1) * 40) for f in range(files)],
-                lambda i: np.int32(i).tobytes() + bytes(100))
+    write_parts(folder, [range(f * 40, (f + 1) * 40) for f in range(files)], _held_record)
     return list_objects(s3.upload_folder(folder, "held") + "/*.array_record")
 
 
@@ -256,7 +263,7 @@ def test_a_files_records_are_asked_for_before_the_last_footer_has_come(
             seen.set()
         elif name == held:  # its tail waits until another file's chunk is asked for
             log.append(("held", name))
-            log.append(("released", str(seen.wait(10))))
+            log.append(("released", str(seen.wait(60))))
         return origin(req, body)
 
     monkeypatch.setattr(s3.proxy, "origin", holding)
@@ -265,9 +272,9 @@ def test_a_files_records_are_asked_for_before_the_last_footer_has_come(
     head = HeadStart(shards, request_bytes=0, budget=1 << 30)
     try:
         got = head.read({f: [30, 3] for f in range(len(objects))})
-        assert got == {f: [np.int32(f * 40 + i).tobytes() + bytes(100) for i in (30, 3)]
+        assert got == {f: [_held_record(f * 40 + i) for i in (30, 3)]
                        for f in range(len(objects))}
-        assert ("released", "True") in log  # not the 10 s timeout
+        assert ("released", "True") in log  # not the 60 s timeout
         released = log.index(("released", "True"))
         assert any(kind == "chunk" and name != held for kind, name in log[:released])
         assert head.stats()["ranged_requests"] == 3 * len(objects)

@@ -7,9 +7,12 @@ import pytest
 from flax import nnx
 
 from datarax.core.errors import StateError
+from datarax.sources import ShuffleBufferSource
 from datarax.text import PackedTextConfig, PackedTextSource
 
 TEXTS = ["a b c", "d e f g h", "i j", "k l"]
+RESTORED = ("PackedTextSource: the restored position says {} rows of pass 0 were handed out, "
+            "but the pass ends after 2; the state comes from other documents or settings.")
 
 
 def _source(texts=TEXTS) -> PackedTextSource:
@@ -47,5 +50,28 @@ def test_a_restored_position_past_the_end_keeps_the_restored_wording() -> None:
     with pytest.raises(StateError, match="the restored position says 5 rows of pass 0 "
                                          "were handed out, but the pass ends after 2"):
         fresh.get_batch(1)
+    refused = _source()
     with pytest.raises(StateError, match="the restored position says 9 rows"):
-        _source().set_state({"current_epoch": 0, "current_index": 9})
+        refused.set_state({"current_epoch": 0, "current_index": 9})
+    with pytest.raises(StateError) as err:  # read anyway: still the restore, not a seek
+        refused.get_batch(1)
+    assert str(err.value) == RESTORED.format(9)
+
+
+def test_a_restored_position_sought_in_place_as_a_pipeline_does_keeps_the_restored_wording():
+    longer = _source(TEXTS * 3)
+    longer.get_batch(5)
+    fresh = _source()
+    nnx.update(fresh, nnx.state(longer))
+    fresh.seek(fresh.epoch, fresh.index)  # a pipeline's readers restart there after nnx.update
+    with pytest.raises(StateError) as err:
+        fresh.get_batch(1)
+    assert str(err.value) == RESTORED.format(5)
+
+
+def test_a_wrapper_standing_the_source_past_its_end_keeps_the_restored_wording() -> None:
+    wrapper = ShuffleBufferSource(_source(), buffer_size=3)
+    wrapper.seek(0, 9)  # the wrapper's seek, not the text source's
+    with pytest.raises(StateError) as err:
+        wrapper.get_batch_with_indices(2)
+    assert str(err.value) == RESTORED.format(9)

@@ -82,9 +82,13 @@ def _check_folder(checkpoints: ocp.CheckpointManager, items: dict[str, Any]) -> 
 
 
 def _check_arguments(
-    call: str, step: Any, data: Any, items: dict[str, Any], args_kind: str
+    call: str, checkpoints: ocp.CheckpointManager, step: Any, data: Any,
+    items: dict[str, Any], args_kind: str
 ) -> int | None:
-    """Refuse arguments Orbax would fail on late or vaguely; ``step`` as an int (or None)."""
+    """Refuse arguments Orbax would fail on late or vaguely (an item named ``"data"``, a
+    relative folder for items); ``step`` as an int (or None)."""
+    if DATA_ITEM in items:
+        raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
     form = f"datarax.checkpoint.{call}(manager, step, pipeline, **items)"
     if not (callable(getattr(data, "get_state", None)) and callable(getattr(data, "set_state", None))):
         raise ConfigError(
@@ -99,16 +103,17 @@ def _check_arguments(
                 f"wrap it, e.g. {name}=ocp.args.{args_kind}(...) (Orbax would leave an "
                 "unfinished step behind)."
             )
-    if step is None and call == "restore":
-        return None
-    try:
-        return operator.index(step)
-    except TypeError:
-        latest = " (None: the latest)" if call == "restore" else ""
-        raise ConfigError(
-            f"{call}: step is {type(step).__name__} {step!r:.60}, not an int step "
-            f"number{latest}; the call is {form}."
-        ) from None
+    if step is not None or call != "restore":
+        try:
+            step = operator.index(step)
+        except TypeError:
+            latest = " (None: the latest)" if call == "restore" else ""
+            raise ConfigError(
+                f"{call}: step is {type(step).__name__} {step!r:.60}, not an int step "
+                f"number{latest}; the call is {form}."
+            ) from None
+    _check_folder(checkpoints, items)
+    return step
 
 
 def data_save_args(data: Stateful) -> ocp.args.JsonSave:
@@ -163,10 +168,7 @@ def save(
     a checkpoint was written at this step. The save may be asynchronous: call
     ``checkpoints.wait_until_finished()`` before exiting. Every process calls it.
     """
-    if DATA_ITEM in items:
-        raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
-    step = _check_arguments("save", step, data, items, "StandardSave")
-    _check_folder(checkpoints, items)
+    step = _check_arguments("save", checkpoints, step, data, items, "StandardSave")
     if jax.process_count() > 1 and not force and not checkpoints.should_save(step):
         return False  # no step written: nothing to gather from the processes
     args = ocp.args.Composite(**{DATA_ITEM: data_save_args(data)}, **items)
@@ -186,10 +188,7 @@ def restore(
     Orbax ``Composite`` (``restored.model``, ``restored.data``). A step not kept raises
     ``FileNotFoundError``; a step without a data item, ``StateError``.
     """
-    if DATA_ITEM in items:
-        raise ValueError(f"item name '{DATA_ITEM}' is taken by the data state")
-    step = _check_arguments("restore", step, data, items, "StandardRestore")
-    _check_folder(checkpoints, items)
+    step = _check_arguments("restore", checkpoints, step, data, items, "StandardRestore")
     if step is None:
         step = checkpoints.latest_step()
         if step is None:

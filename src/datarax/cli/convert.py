@@ -113,6 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     """Run the conversion; print the summary; exit status 0 (130 when interrupted)."""
     from datarax.dataset.conversion import convert
+    from datarax.host.counts import count_words
 
     beam_args = list(getattr(args, "passthrough", []))
     if beam_args and args.runner != "beam":
@@ -159,6 +160,8 @@ def run_convert(args: argparse.Namespace) -> int:
               f"{labels}.")
     left_out = info.extra.get("files_left_out")
     if left_out:
-        print(f"  left out {sum(left_out.values())} file(s) of SRC that are no images by their "
+        files = sum(left_out.values())
+        are = "is no image by its" if files == 1 else "are no images by their"
+        print(f"  left out {count_words(files, 'file')} of SRC that {are} "
               f"suffix: {', '.join(f'{n} {k}' for k, n in left_out.items())}.")
     return 0

@@ -15,7 +15,7 @@ from datarax.core.batch import batch_length, record_at
 from datarax.core.errors import ConfigError
 from datarax.core.spec import TextSpec, field_spec
 from datarax.dataset.metadata import FORMAT_VERSION, DatasetInfo
-from datarax.dataset.write_outcome import count_words
+from datarax.host.counts import count_words
 
 EXCERPT = 60
 
@@ -264,7 +264,7 @@ def run_inspect(
         captions = f", captioned by '{picture['captions']}'" if picture.get("captions") else ""
         print(
             f"wrote {picture['kind']} of '{picture['field']}' "
-            f"({picture['records']} records{captions}) to {grid}"
+            f"({count_words(picture['records'], 'record')}{captions}) to {grid}"
         )
     return 0
 

@@ -12,6 +12,7 @@ from typing import Any
 from datarax.cli.inspect_source import host_batches, records_in
 from datarax.cli.targets import Target, as_cli_options, endless_reason
 from datarax.core.errors import ConfigError, RecordError
+from datarax.host.counts import count_words
 
 
 def scan(target: Target, batch_size: int = 256) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def run_scan(target: Target, *, batch_size: int = 256, as_json: bool = False) ->
             "" if report["complete"] else " (stopped at the first bad record: the source raises)"
         )
         print(
-            f"scanned {report['read']} records of {report['target']}: "
+            f"scanned {count_words(report['read'], 'record')} of {report['target']}: "
             f"{report['good']} good, {report['bad']} bad{status}"
         )
     return 1 if report["bad"] else 0

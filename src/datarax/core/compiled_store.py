@@ -38,9 +38,9 @@ import jaxlib
 import numpy as np
 from jax.experimental import serialize_executable
 
-from datarax.core.errors import ConfigError
 from datarax.core.program_weight import ELEMENTAL_MAX_WEIGHT, program_weight
 from datarax.host.cache_home import cache_home
+from datarax.host.settings import env_folder, env_size, switched_on
 
 log = logging.getLogger("datarax.compile")
 
@@ -76,27 +76,14 @@ def counts() -> dict[str, int]:
     return dict(_COUNTS)
 
 
-def switched_on(name: str) -> bool:
-    """Whether the on/off variable ``name`` is on: unset, empty, ``1``, ``true``, ``on`` or
-    ``yes`` is on; ``0``, ``false``, ``off`` or ``no`` is off; anything else a ConfigError."""
-    given = os.environ.get(name, "")
-    word = given.strip().lower()
-    if word in ("", "1", "true", "on", "yes"):
-        return True
-    if word in ("0", "false", "off", "no"):
-        return False
-    raise ConfigError(f"{name}={given!r} is neither on nor off: set it to 0 (also false, off, "
-                      "no) to turn it off, or 1 (or leave it unset) to keep it on.")
-
-
 def cache_dir() -> Path | None:
     """The store's folder (``~`` expanded, made absolute), or None when
     ``DATARAX_COMPILE_CACHE=0`` turns it off."""
     if not switched_on("DATARAX_COMPILE_CACHE"):
         return None
-    given = os.environ.get("DATARAX_COMPILE_CACHE_DIR")
+    given = env_folder("DATARAX_COMPILE_CACHE_DIR")
     if given:
-        return Path(os.path.abspath(os.path.expanduser(given)))
+        return Path(given)
     return Path(cache_home()) / "datarax" / "compiled"
 
 
@@ -314,17 +301,8 @@ def _trim_quietly(folder: Path, keep: Path | None) -> None:
 
 def cap_bytes() -> int:
     """The store's size cap: ``DATARAX_COMPILE_CACHE_BYTES`` or :data:`DEFAULT_CAP_BYTES`."""
-    given = os.environ.get("DATARAX_COMPILE_CACHE_BYTES", "")
-    try:
-        cap = int(given) if given.strip() else DEFAULT_CAP_BYTES
-    except ValueError:
-        raise ConfigError(
-            f"DATARAX_COMPILE_CACHE_BYTES must be a whole number of bytes, got {given!r}."
-        ) from None
-    if cap < 0:
-        raise ConfigError(f"DATARAX_COMPILE_CACHE_BYTES must be a whole number of bytes, got "
-                          f"{given!r}: write 0 or more (DATARAX_COMPILE_CACHE=0 turns it off).")
-    return cap
+    return env_size("DATARAX_COMPILE_CACHE_BYTES", DEFAULT_CAP_BYTES, least=0,
+                    hint="; 0 keeps nothing, DATARAX_COMPILE_CACHE=0 turns the store off")
 
 
 def _trim(folder: Path, keep: Path | None) -> None:

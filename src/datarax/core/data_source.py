@@ -288,17 +288,18 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
                            f"{type(err).__name__}: {err}")
 
     # ---------------------------------------------------------- record iteration
-    def _direct_passes(self) -> int:
-        """Passes that direct iteration makes (``config.num_epochs``; -1 unbounded)."""
-        return int(getattr(self.config, "num_epochs", 1))
+    def _last_direct_pass(self) -> bool:
+        """Whether the current pass is the last that direct iteration makes
+        (``config.num_epochs`` passes; -1 unbounded)."""
+        epochs = int(getattr(self.config, "num_epochs", 1))
+        return epochs >= 0 and self.epoch + 1 >= epochs
 
     def _exhausted(self) -> bool:
         size = self.epoch_size()
         if size is None:  # known finished only where direct iteration read to the end
             ended = getattr(self, "_DataSourceModule__direct_end", None)
             return ended is not None and ended.at == self.datarax_position.where()
-        epochs = self._direct_passes()
-        return epochs >= 0 and self.epoch >= epochs - 1 and self.index >= size
+        return self._last_direct_pass() and self.index >= size
 
     def __iter__(self) -> DataSourceModule:
         """Iterate records from the current position; restarts a finished source."""
@@ -342,8 +343,7 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         read = self.get_batch_with_indices  # type: ignore[attr-defined]
         batch, indices = read(1)
         if batch is None:
-            epochs = self._direct_passes()
-            if epochs >= 0 and self.epoch + 1 >= epochs:
+            if self._last_direct_pass():
                 self._note_direct_end()
                 raise StopIteration
             self.seek(self.epoch + 1, 0)

@@ -51,6 +51,19 @@ def first_line(err: BaseException) -> str:
     return text.splitlines()[0].rstrip(".") if text else ""
 
 
+def callable_name(fn: Any) -> str:
+    """How a message names ``fn``: its ``__name__``, else its type's name (a callable
+    object, a ``functools.partial``).
+
+    Example:
+        >>> import functools
+        >>> def step(batch): ...
+        >>> callable_name(step), callable_name(functools.partial(step))
+        ('step', 'partial')
+    """
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
 def refused_call(fn: Callable[..., Any], *args: Any) -> tuple[inspect.Signature, TypeError] | None:
     """``(fn's signature, Python's TypeError)`` where ``fn`` cannot be called with
     ``args``; None where it can, or where its signature cannot be read.

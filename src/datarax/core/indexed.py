@@ -116,8 +116,7 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         n = len(self)
         lo, hi = self.shard.bounds(n)
         if self.index >= hi - lo:
-            epochs = self._direct_passes()
-            if epochs >= 0 and self.epoch + 1 >= epochs:
+            if self._last_direct_pass():
                 self._note_direct_end()
                 raise StopIteration
             self.datarax_position.move(self.epoch + 1, 0)
@@ -133,6 +132,11 @@ class IndexedSource(DataSourceModule, kind_base=SourceKind.INDEXED):
         batch = self.get_batch_at(start, 1, None)
         stable = int(np.asarray(self.record_indices_at(start, 1, None))[0])
         return record_at(batch, 0), stable
+
+
+def position_dtype() -> Any:
+    """The dtype of global record positions: int64 with ``jax_enable_x64``, else int32."""
+    return np.int64 if jax.config.jax_enable_x64 else np.int32
 
 
 _READS = ("get_batch_at", "get_batch_and_indices_at")

@@ -262,8 +262,8 @@ def seed_key(seed: Any, owner: str) -> tuple[Any, Any]:
 def _seed_hint(seed: Any) -> str:
     """What to pass instead of ``seed``, a value :func:`seed_key` refused."""
     dtype = getattr(seed, "dtype", None)
-    if dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
-                              or getattr(seed, "shape", None) == (2,)):
+    if dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) or (
+            getattr(seed, "shape", None) == (2,) and np.dtype(dtype) == np.uint32)):  # raw key
         return "A JAX key goes in rngs=nnx.Rngs(key) instead of seed=."
     if dtype is not None and getattr(seed, "shape", None) == () \
             and np.issubdtype(np.dtype(dtype), np.integer):

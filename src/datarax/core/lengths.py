@@ -19,6 +19,24 @@ def length_or_none(source: Any) -> int | None:
         return None
 
 
+def why_no_length(source: Any) -> str:
+    """Why ``source`` has no length, in a sentence naming it: the reason its ``len()``
+    gives (:class:`LengthIfKnown`), else that it defines no ``__len__``.
+
+    Example:
+        >>> why_no_length(iter([1, 2]))
+        'list_iterator defines no __len__: its length is known only once a pass is read.'
+    """
+    try:
+        len(source)
+    except TypeError as err:
+        if hasattr(type(source), "__len__"):  # the source's own reason
+            reason = str(err)
+            return reason if reason.endswith(".") else reason + "."
+    return (f"{type(source).__name__} defines no __len__: its length is known only once "
+            "a pass is read.")
+
+
 def stable_index_span(source: Any) -> int | None:
     """How many stable indices ``source``'s records take (all in ``[0, span)``): its
     ``stable_index_span()`` where it has one, else its length. None: unknown or unbounded.

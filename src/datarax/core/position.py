@@ -30,6 +30,7 @@ from flax import nnx
 from datarax.core.config import check_settings
 from datarax.core.errors import StateError
 from datarax.core.module import HostState
+from datarax.host.counts import count_words
 
 
 def _scalar(value: int) -> np.ndarray:
@@ -163,8 +164,9 @@ def past_the_end(
         MySource: the restored position says 9 records of pass 0 were handed out, but the pass ends before that; the state comes from another source.
     """
     ends = "before that" if holds is None else f"after {holds}"
+    one, were = (unit[:-1], "was") if index == 1 and unit.endswith("s") else (unit, "were")
     return StateError(
-        f"{owner}: the restored position says {index} {unit} of pass {epoch} were {done}, "
+        f"{owner}: the restored position says {index} {one} of pass {epoch} {were} {done}, "
         f"but the pass ends {ends}; the state comes from {made_by}.",
         field=field,
     )
@@ -204,7 +206,8 @@ def seek_past_the_end(owner: str, epoch: int, index: int, *, unit: str = "record
         size, up_to = f"it ends before {one} {index}", "an earlier " + one
     else:
         last = f", the last is {one} {holds - 1}" if holds else ""
-        size = f"it holds {holds} {unit}{last} (seek({epoch}, {holds}) stands at its end)"
+        size = (f"it holds {count_words(holds, one, unit)}{last} (seek({epoch}, {holds}) "
+                "stands at its end)")
         up_to = f"a {one} up to {holds}"
     return StateError(f"{owner}.seek({epoch}, {index}) is past the end of pass {epoch}: "
                       f"{size}. Seek to {up_to}.", field="current_index")

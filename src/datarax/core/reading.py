@@ -31,6 +31,7 @@ from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import SourceContractError
 from datarax.core.position import seeking_for_owner
 from datarax.core.spec import array_fields, checked_batch, checked_spec
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 __all__ = [
@@ -181,7 +182,8 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
     got = batch_length(batch)
     if source.epoch == epoch and end - position < got:
         raise SourceContractError(
-            f"{who} handed out {got} records but its position moved by {end - position}; "
+            f"{who} handed out {count_words(got, 'record')} but its position moved by "
+            f"{end - position}; "
             "a source's position must count the records it hands out."
         )
     stable = np.arange(position, position + got) if indices is None else np.asarray(indices)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from datarax.core.lengths import length_or_none
+from datarax.host.counts import count_words
 
 
 def spec_text(spec: Any) -> str:
@@ -43,8 +44,7 @@ def source_repr(source: Any) -> str:
         length = length_or_none(source)
     except Exception:
         length = None
-    parts.append("length unknown" if length is None else
-                 f"{length} record{'' if length == 1 else 's'}")
+    parts.append("length unknown" if length is None else count_words(length, "record"))
     shard = getattr(source, "shard", None)
     if shard is not None and getattr(shard, "count", 1) > 1:
         parts.append(f"shard {shard.index} of {shard.count}")

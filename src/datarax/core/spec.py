@@ -25,6 +25,7 @@ import numpy as np
 
 from datarax.core.dtypes import declared_64bit, is_text_dtype, is_text_value, x64_enabled  # noqa: F401
 from datarax.core.errors import SourceContractError, SpecMismatchError
+from datarax.host.counts import count_words
 from datarax.host.specs import ArraySpec, TextSpec, describe_field, host_field_spec
 
 
@@ -219,7 +220,8 @@ def _check_indexed_declaration(source: Any, spec: dict[str, Any]) -> None:
         held = {_leading(v) for v in flatten_fields(traced).values()} - {None}
         if held and held != {size}:
             raise SpecMismatchError(
-                f"{where} returned {held.pop()} records; get_batch_at must return exactly "
+                f"{where} returned {count_words(held.pop(), 'record')}; get_batch_at must return "
+                "exactly "
                 "size records, those at positions start .. start + size - 1 (a short batch "
                 "would leave records out and repeat others). Index with "
                 "(jnp.arange(size) + start) % len(self).",

@@ -22,9 +22,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from datarax.core.errors import ConfigError, DataraxError
+from datarax.core.errors import ConfigError, DataraxError, callable_name
 from datarax.core.keys import StepKeys, fold_in_rows, record_keys, stage_record_keys
 from datarax.core.operator import OperatorModule, RecordFilter, call_stage
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 
@@ -68,7 +69,7 @@ def apply_stages(
         else:
             batch = call_stage(stage, lambda: stage(batch), where)
         if not isinstance(batch, dict):
-            name = getattr(stage, "name", None) or getattr(stage, "__name__", type(stage).__name__)
+            name = getattr(stage, "name", None) or callable_name(stage)
             raise TypeError(
                 f"Pipeline stage {index} ({name}) returned {type(batch).__name__}; stages must "
                 "return a dict of fields: a plain callable gets the whole batch and returns "
@@ -125,9 +126,10 @@ def _check_records(stage: Any, index: int, records: int | None, out: Batch) -> N
     other = sorted(set(_leading_sizes(out)) - {records})
     if other:
         name = (f"{type(stage).__name__} '{stage.name}'" if isinstance(stage, OperatorModule)
-                else getattr(stage, "__name__", type(stage).__name__))
+                else callable_name(stage))
         raise DataraxError(
-            f"Pipeline stage {index} ({name}) was given a batch of {records} records and "
+            f"Pipeline stage {index} ({name}) was given a batch of "
+            f"{count_words(records, 'record')} and "
             f"returned fields with {other[0]} along the first axis; a stage maps each record "
             "to one record. Drop records with FilterOperator, and turn one record into "
             "several with FlatMapSource."

@@ -47,6 +47,7 @@ from datarax.core.errors import ConfigError, SourceContractError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end, seek_is_for_owner, seek_past_the_end
 from datarax.core.spec import flatten_fields
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 __all__ = ["StreamSource", "StreamPass", "StructuralConfig"]
@@ -130,6 +131,11 @@ class StreamSource(LengthIfKnown, DataSourceModule, kind_base=SourceKind.STREAM)
         elif self.datarax_position.where() != stood:  # not a re-seek after nnx.update
             self.__pass.sought = self.datarax_position.where()
 
+    def _sought(self) -> tuple[int, int] | None:
+        """The position the last seek of this source itself set: None after a restore, a
+        wrapper standing it (:func:`~datarax.core.position.seeking_for_owner`) or none."""
+        return self.__pass.sought
+
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
         self.__pass.sought = None  # a restored position past the end is worded as one
@@ -184,8 +190,9 @@ class StreamPass(HostState):
         """Where a raising ``get_batch`` stood and what the next read does (reopen the pass
         at the position when the stream can restart, as a restore would)."""
         epoch, index = source.epoch, source.index
-        where = (f"{type(source).__name__}.get_batch raised in pass {epoch} after {index} "
-                 "records were handed out")
+        were = "was" if index == 1 else "were"
+        where = (f"{type(source).__name__}.get_batch raised in pass {epoch} after "
+                 f"{count_words(index, 'record')} {were} handed out")
         if type(source).restart is StreamSource.restart:
             return (f"{where}; it does not implement restart(self, epoch), so the pass cannot "
                     "be resumed from there: build a new source and set_state a saved state.")

@@ -58,6 +58,7 @@ from datarax.dataset.writer import (
 )
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.host.counts import count_words
 from datarax.host.dtypes import is_text_dtype
 from datarax.storage.local_glob import local_glob
 from datarax.storage.urls import expand_user, is_remote
@@ -235,7 +236,7 @@ def _refuse_images_beside(src: str, listing: Mapping[str, list[str]], other: lis
         f" and {len(other) - 3} more" if len(other) > 3 else "")
     metadata = any(os.path.basename(f).startswith("metadata.") for f in other)
     raise ConversionError(
-        f"'{src}' holds {len(images)} image(s) (such as {os.path.relpath(images[0], src)}) and "
+        f"'{src}' holds {count_words(len(images), 'image')} (such as {os.path.relpath(images[0], src)}) and "
         f"also {shown}, which convert reads as data themselves; convert one kind: move those "
         "files out to convert the images (an image folder: SRC/<class>/<image>), or give them "
         f"as SRC (datarax convert {_as_src(other)} DST) to convert them." + (
@@ -340,8 +341,9 @@ def _unknown_input(src: str) -> str:
                 f".save_to_disk('{name.replace('/', '_')}_train'), and convert that folder.")
     if glob.has_magic(src):
         matched = sorted(glob.glob(src, recursive=True))
-        what = (f"matches {len(matched)} paths ({', '.join(matched[:3])}"
-                f"{', ...' if len(matched) > 3 else ''}), none of them" if matched
+        none = "which is none of" if len(matched) == 1 else "none of them"
+        what = (f"matches {count_words(len(matched), 'path')} ({', '.join(matched[:3])}"
+                f"{', ...' if len(matched) > 3 else ''}), {none}" if matched
                 else "matches no file; convert reads")
         return f"the pattern '{src}' {what} {_KNOWN_INPUTS}. Check the pattern."
     return (f"'{src}' does not exist. Check the path; SRC is one of {_KNOWN_INPUTS}, or a glob "

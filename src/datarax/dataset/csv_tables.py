@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from datarax.dataset.write_outcome import ConversionError
+from datarax.host.counts import count_words
 
 __all__ = ["NAN_CELLS", "blank_columns_as_text", "check_header", "nan_cells_as_nan", "read_csv",
            "short_csv_row"]
@@ -98,8 +99,8 @@ def short_csv_row(path: str) -> str | None:
         return None
     row = found[0]
     text = row.text if len(row.text) <= 60 else row.text[:57] + "..."
-    plural = "" if row.actual_columns == 1 else "s"
-    return (f"row {row.number - 2} ({text!r}) has {row.actual_columns} column{plural} where "
+    columns = count_words(row.actual_columns, "column")
+    return (f"row {row.number - 2} ({text!r}) has {columns} where "
             f"the header has {row.expected_columns} (rows count from 0, after the header)")
 
 def nan_cells_as_nan(table: Any, path: str) -> Any:

@@ -31,6 +31,7 @@ import numpy as np
 
 from datarax.dataset.image_headers import JPEG_MAGIC, read_image_header
 from datarax.dataset.image_open import open_pil, pil_image_module
+from datarax.host.crop_boxes import fallback_box
 
 __all__ = ["centre_box", "dct_scale_for", "decode_region", "image_size", "random_resized_box",
            "resize_and_crop", "resized_crop", "resized_size"]
@@ -100,14 +101,7 @@ def random_resized_box(rng: np.random.Generator, height: int, width: int,
             top = int(rng.integers(0, height - h + 1))
             left = int(rng.integers(0, width - w + 1))
             return top, left, h, w
-    in_ratio = width / height
-    if in_ratio < min(ratio):
-        w, h = width, int(round(width / min(ratio)))
-    elif in_ratio > max(ratio):
-        h, w = height, int(round(height * max(ratio)))
-    else:
-        h, w = height, width
-    return (height - h) // 2, (width - w) // 2, h, w
+    return fallback_box(height, width, min(ratio), max(ratio))
 
 
 def dct_scale_for(box: tuple[float, float], out: tuple[int, int]) -> int:

@@ -27,6 +27,7 @@ import numpy as np
 from datarax.dataset.fields import (
     Field,
     RecordMismatchError,
+    error_text,
     kept_image,
     located,
     read_encoded_image,
@@ -55,6 +56,22 @@ def _lost_in_conversion(image: Any, channels: int) -> str | None:
         if (rgb[..., 0] != rgb[..., 1]).any() or (rgb[..., 1] != rgb[..., 2]).any():
             return "colours"
     return None
+
+
+#: PIL modes in words, for messages (others are named by their mode: RGB, RGBA, CMYK)
+_MODE_WORDS = {"1": "black-and-white image", "L": "grey image", "LA": "grey image with alpha",
+               "P": "palette image", "PA": "palette image with alpha"}
+
+
+def _described(image: Any) -> str:
+    """``image``'s kind in words: ``an RGB image``, ``a palette image with a transparent
+    colour (PIL mode P)``."""
+    words = _MODE_WORDS.get(image.mode, f"{image.mode} image")
+    if image.mode not in ("RGBA", "LA", "PA") and has_transparency(image):
+        words += " with a transparent colour"
+    if image.mode in _MODE_WORDS:
+        words += f" (PIL mode {image.mode})"
+    return f"{'an' if words[0] in 'AEIOR' else 'a'} {words}"
 
 
 def deeper_than_8_bits(image: Any, data: bytes | None) -> str | None:
@@ -86,6 +103,18 @@ def stored_as_it_is(f: Field, value: Any) -> bytes | None:
     return kept[0]
 
 
+def _load_pixels(image: Any, field: str, row: int | None) -> None:
+    """Read a given PIL image's pixels: one opened from a cut or damaged file (PIL reads
+    its pixels only now) is refused naming the row, field and file, as its bytes are."""
+    try:
+        image.load()
+    except Exception as err:  # noqa: BLE001 - PIL's errors of a damaged file, reported
+        name = getattr(image, "filename", "")
+        raise RecordMismatchError(
+            f"{located(field, row)}: undecodable image" + (f" (file {name})" if name else "")
+            + f" ({error_text(err)}).", field=field, row=row) from err
+
+
 def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     kept = stored_as_it_is(f, value)
     if kept is not None:
@@ -97,7 +126,9 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
             image.mode in ("L", "RGB", "RGBA")) and "transparency" not in image.info
     else:
         image = pil_image(value)
-        if image is None:
+        if image is not None:
+            _load_pixels(image, f.name, row)
+        else:
             Image = pil_image_module()
             array = None if is_text_scalar(value) else np.asarray(value)
             if array is None or array.dtype != np.uint8 or array.ndim not in (2, 3):
@@ -127,7 +158,7 @@ def image_payload(f: Field, value: Any, row: int | None) -> bytes:
     lost = _lost_in_conversion(image, f.shape[2])
     if lost:
         raise RecordMismatchError(
-            f"{located(f.name, row)}: a {image.mode} image, the features say {f.shape[2]} "
+            f"{located(f.name, row)}: {_described(image)}, the features say {f.shape[2]} "
             f"channel(s); storing it so would lose its {lost}. Declare the field with "
             f"{channels_of(image)} channels (features=), or convert such images first (PIL: "
             f"image.convert('{IMAGE_MODES[f.shape[2]]}')"

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from datarax.dataset.write_outcome import ConversionError
+from datarax.host.counts import count_words
 from datarax.host.dtypes import is_text_scalar
 
 __all__ = ["MAX_SHARDS", "RECORDS_PER_SHARD", "Keyer", "ShardPlan", "automatic_shards",
@@ -133,7 +134,8 @@ class ShardPlan:
         if not isinstance(key, int) or not 0 <= key < self.bounds[-1]:
             raise ConversionError(
                 f"WriteDataset(numbered=True): row {key!r} is outside 0..{self.bounds[-1] - 1} "
-                f"(there are {self.bounds[-1]} records; rows number them 0..n-1).")
+                f"(the dataset holds {count_words(self.bounds[-1], 'record')}; rows number them "
+                "0..n-1).")
         return bisect.bisect_right(self.bounds, key) - 1
 
 

@@ -27,6 +27,7 @@ from datarax.dataset.fields import Features
 from datarax.dataset.layout import DATASET_DTYPE_FIX, decode_records
 from datarax.dataset.metadata import METADATA_FILE, DatasetInfo, read_metadata
 from datarax.errors import ConfigError, RecordError
+from datarax.host.counts import count_words
 from datarax.storage.local_glob import pattern_files
 from datarax.storage.retry import StorageStats
 from datarax.storage.urls import (
@@ -49,7 +50,8 @@ def _check_shards(names: list[str], info: DatasetInfo, folder: str,
     if stray:
         raise RecordError(
             f"'{stray[0]}' is not a shard of the dataset in '{folder}' (its {METADATA_FILE} "
-            f"lists {len(info.shards)} shards); point the reader at the folder or its shards only.",
+            f"lists {count_words(len(info.shards), 'shard')}); point the reader at the folder or "
+            "its shards only.",
             path=join(folder, stray[0]))
 
 

@@ -70,13 +70,27 @@ def resize_encoded(data: bytes, resize: int | tuple[int, int]) -> bytes:
     if mode == "RGB":  # as decode_images resizes it: DCT-scaled where that leaves enough
         image = Image.fromarray(resize_and_crop(data, resize=size))
     else:  # grey or with alpha: as stored
-        image = open_pil(data).convert(mode).resize((size[1], size[0]), Image.Resampling.BILINEAR)
+        image = _resized_as_stored(open_pil(data).convert(mode), size)
     out = io.BytesIO()
     if image_format(data) == "jpeg" and mode != "RGBA":
         image.save(out, format="JPEG", quality=95)
     else:
         image.save(out, format="PNG")
     return out.getvalue()
+
+
+def _resized_as_stored(image: Any, size: tuple[int, int]) -> Any:
+    """The grey or RGBA ``image`` resized to ``size`` (bilinear), its colour bands apart
+    from its alpha: Pillow's resize of RGBA weighs colour by alpha, which turns the colour
+    under transparent pixels (a white background, say) black, while ``decode_images``,
+    as torchvision's loader, drops alpha and shows that colour."""
+    Image = pil_image_module()
+    box = (size[1], size[0])
+    if image.mode != "RGBA":
+        return image.resize(box, Image.Resampling.BILINEAR)
+    colour = image.convert("RGB").resize(box, Image.Resampling.BILINEAR)
+    colour.putalpha(image.getchannel("A").resize(box, Image.Resampling.BILINEAR))
+    return colour
 
 
 class ResizedRows(Rows):

@@ -39,6 +39,7 @@ from datarax.dataset.rows import Rows
 from datarax.dataset.write_outcome import ConversionError
 from datarax.errors import ConfigError
 from datarax.extras import require
+from datarax.host.counts import count_words
 
 __all__ = ["RUN_FILE", "check_finished_shards", "finished_run", "finished_shards", "partial_path",
            "prepare_destination", "run_fingerprint", "written_with"]
@@ -326,6 +327,6 @@ def _check_shard(reader: Any, rows: Rows, features: Features, lo: int, hi: int, 
     if row != hi:
         raise _Changed(f"the input now ends at row {row}")
     if at != held:
-        raise _Changed(f"the shard holds {held} records, its rows give {at}")
+        raise _Changed(f"the shard holds {count_words(held, 'record')}, its rows give {at}")
     if report is not None:
         report((row - lo) % 512)

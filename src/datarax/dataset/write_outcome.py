@@ -12,8 +12,9 @@ import dataclasses
 
 from datarax.dataset.fields import RecordMismatchError
 from datarax.errors import DataraxError
+from datarax.host.counts import count_words
 
-__all__ = ["ConversionError", "WriteSummary", "bad_record_message", "count_words"]
+__all__ = ["ConversionError", "WriteSummary", "bad_record_message"]
 
 
 class ConversionError(DataraxError):
@@ -40,11 +41,6 @@ class WriteSummary:
         rate = self.records / self.seconds if self.seconds > 0 else float("inf")
         return (f"{head} ({self.shards_resumed} resumed), {count_words(self.skipped_rows, 'row')} "
                 f"skipped, {self.seconds:.1f} s ({rate:,.0f} records/s)")
-
-
-def count_words(n: int, word: str) -> str:
-    """``n`` and ``word``, plural unless ``n`` is 1: ``1 shard``, ``3 records``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def bad_record_message(message: str, err: RecordMismatchError, what: str = "row") -> str:

@@ -1,9 +1,12 @@
-"""Counts given as arguments (threads, sizes, limits), checked without importing JAX.
+"""Counts: given as arguments (threads, sizes, limits), checked without importing JAX; and
+worded in messages with a plural that fits (``1 record``, ``3 records``).
 
 Example:
     >>> import numpy as np
     >>> check_count(np.int64(4), "num_threads", 1)
     4
+    >>> count_words(1, "record")
+    '1 record'
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 
 from datarax.errors import ConfigError
 
-__all__ = ["check_count", "python_ints"]
+__all__ = ["check_count", "count_words", "python_ints"]
 
 
 def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
@@ -28,6 +31,18 @@ def check_count(value: Any, what: str, minimum: int, hint: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{what} must be an int >= {minimum}{hint}, got {value!r}.")
     return value
+
+
+def count_words(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: ``1 shard``, ``3 records``; ``plural``
+    where it is not ``word`` + ``s``.
+
+    >>> count_words(1, "shard"), count_words(0, "row"), count_words(3, "record")
+    ('1 shard', '0 rows', '3 records')
+    >>> count_words(1, "process", "processes"), count_words(2, "batch", "batches")
+    ('1 process', '2 batches')
+    """
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 def python_ints(value: Any) -> Any:

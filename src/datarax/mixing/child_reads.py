@@ -23,6 +23,7 @@ from datarax.core.module import HostState
 from datarax.core.reading import forward_only, read_at, reading_of, skips_in_position
 from datarax.core.spec import TextSpec
 from datarax.core.step_cache import cached
+from datarax.host.counts import count_words
 from datarax.mixing.sampling import SampledOrder, sampled_records
 from datarax.typing import Batch
 
@@ -63,7 +64,8 @@ class ChildReads(HostState):
                                        who=self._who(i, child))
             if batch is None:  # pragma: no cover - a child that moved itself to its next pass
                 raise SourceContractError(
-                    f"{type(child).__name__} ended its epoch at {child.index} of {n} records."
+                    f"{type(child).__name__} ended its epoch at {child.index} of "
+                    f"{count_words(n, 'record')}."
                 )
             parts.append(batch)
             have += len(stable)

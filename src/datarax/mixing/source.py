@@ -50,7 +50,7 @@ from datarax.core.errors import ConfigError
 from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, reading_of
 from datarax.core.spec import checked_spec
-from datarax.host.counts import check_count, python_ints
+from datarax.host.counts import check_count, count_words, python_ints
 from datarax.mixing.checks import check_children, check_compiled_keys
 from datarax.mixing.child_reads import ChildReads, interleave
 from datarax.mixing.sampling import sampled_records
@@ -94,7 +94,8 @@ class MixSourceConfig(StructuralConfig):
             )
         if len(self.names) != len(self.weights):
             raise ConfigError(
-                f"MixSource got {len(self.names)} sources and {len(self.weights)} weights; "
+                f"MixSource got {count_words(len(self.names), 'source')} and "
+                f"{count_words(len(self.weights), 'weight')}; "
                 "give one weight per source."
             )
         if len(self.names) < 2:

@@ -18,6 +18,7 @@ from datarax.core.errors import ConfigError, DataraxError, first_line, refused_c
 from datarax.core.indexed import TRACER_ERRORS
 from datarax.core.config import StructuralConfig, check_bool
 from datarax.core.operator import OperatorModule
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 
@@ -150,7 +151,7 @@ def check_keys(op: OperatorModule, keys: Any, records: int, *, required: bool = 
     if shape[:1] != (records,) or len(shape) != (1 if typed else 2):
         raise DataraxError(
             f"{type(op).__name__} '{op.name}': got keys of shape {shape} for a batch of "
-            f"{records} records; it needs one key per record, e.g. "
+            f"{count_words(records, 'record')}; it needs one key per record, e.g. "
             f"datarax.core.keys.record_keys(key, epoch, jnp.arange({records})) (what a "
             f"Pipeline passes) or jax.random.split(key, {records})."
         )
@@ -212,7 +213,8 @@ def check_weights(weights: Any, count: int, owner: str) -> tuple[float, ...]:
     values = float_weights(weights, f"{owner}: weights")
     if len(values) != count:
         raise ConfigError(
-            f"{owner}: got {len(values)} weights for {count} operators; give one weight "
+            f"{owner}: got {count_words(len(values), 'weight')} for "
+            f"{count_words(count, 'operator')}; give one weight "
             "per operator."
         )
     if any(not 0 <= w < float("inf") for w in values):

@@ -19,6 +19,7 @@ from datarax.core.config import StructuralConfig
 from datarax.core.errors import ConfigError, DataraxError, first_line
 from datarax.core.keys import child_keys
 from datarax.core.operator import OperatorModule, all_per_record
+from datarax.host.counts import count_words
 from datarax.operators._records import (
     TRACER_ERRORS,
     apply_where,
@@ -141,10 +142,11 @@ class CompositeOperatorModule(OperatorModule):
                               "SelectorOperator(operators, weights=...).")
         if strategy == "conditional_sequential":
             if conditions is None or len(conditions) != len(ops):
-                got = "no" if conditions is None else len(conditions)
+                got = ("no conditions" if conditions is None
+                       else count_words(len(conditions), "condition"))
                 raise ConfigError(
                     f"{owner}: strategy 'conditional_sequential' needs one condition per "
-                    f"operator: {len(ops)} operators, {got} conditions."
+                    f"operator: {count_words(len(ops), 'operator')}, {got}."
                 )
             if not all(callable(c) for c in conditions):
                 raise ConfigError(f"{owner}: every condition must be callable.")

@@ -11,10 +11,10 @@ import numpy as np
 
 from datarax.core.data_source import DataSourceModule, skipping_setting
 from datarax.core.lengths import length_or_none
-from datarax.core.errors import ConfigError, SourceContractError, refused_call
+from datarax.core.errors import ConfigError, SourceContractError, callable_name, refused_call
 from datarax.core.operator import OperatorModule, refuse_rng_state
 from datarax.core.reading import Reading, reading_of
-from datarax.host.counts import check_count, python_ints
+from datarax.host.counts import check_count, count_words, python_ints
 from datarax.pipeline.plan import filter_position
 
 _INT32_MAX = 2**31 - 1  # rows a padded batch can hold
@@ -64,7 +64,8 @@ def check_arguments(
         raise ConfigError(
             "Pipeline pad_remainder=True pads the short last batch; it cannot be "
             "combined with " + ("drop_remainder=True, which drops it." if drop_remainder
-            else "sharding= (pad on each process, or place the padded batches yourself).")
+            else "sharding=: build the pipeline without sharding= and place its padded "
+            "batches with datarax.sharding.global_batches(pipeline, mesh).")
         )
     if pad_remainder and batch_size > _INT32_MAX:
         raise ConfigError(
@@ -89,7 +90,8 @@ def check_share(
     if size == 0 and isinstance(count, int) and count > 1:
         raise ConfigError(
             f"Pipeline shard_count={count} over {type(source).__name__}'s "
-            f"{len(source)} records: each process's share is {len(source)} // {count} = 0 "
+            f"{count_words(len(source), 'record')}: each process's share is {len(source)} // "
+            f"{count} = 0 "
             "records, so no process would serve any. Pass pad_remainder=True (every "
             "record served once, the extra slots as padding rows marked by 'valid'), "
             "use fewer processes, or more records."
@@ -107,7 +109,7 @@ def no_batch_error(source: DataSourceModule, size: int, batch_size: int, count: 
     bad = f" ({skipped} more skipped as bad)" if skipped else ""
     return ConfigError(
         f"Pipeline batch_size={batch_size} with drop_remainder=True would serve no "
-        f"batch: an epoch of {type(source).__name__} holds {size - skipped} records"
+        f"batch: an epoch of {type(source).__name__} holds {count_words(size - skipped, 'record')}"
         f"{in_shard}{bad}. Lower batch_size or set drop_remainder=False."
     )
 
@@ -166,7 +168,7 @@ def _check_batch_function(stage: Callable[..., Any], i: int) -> None:
     refused = refused_call(stage, {})
     if refused is not None:
         err = refused[1]
-        name = getattr(stage, "__name__", type(stage).__name__)
+        name = callable_name(stage)
         raise ConfigError(
             f"Pipeline stage {i} ({name}) is a plain callable, which the pipeline calls "
             f"with the batch dict alone, fn(batch), but {name} cannot take that "

@@ -28,6 +28,7 @@ import traceback
 
 from datarax.core.errors import DataraxError
 from datarax.pipeline.ahead import consumer_settings
+from datarax.pipeline.devices import stage_mesh
 from datarax.pipeline.dispatch import IndexedDispatch
 from datarax.pipeline.filtered import FilteredDispatch
 from datarax.pipeline.plan import PassContext
@@ -87,7 +88,7 @@ def compile_ahead(context: PassContext, at: int | None) -> CompileAhead | None:
 
     def run() -> None:
         try:
-            with enter():
+            with enter(), stage_mesh(context.plan):
                 try:
                     epoch, _ = context.session.next_pass(context.source)
                     dispatch = (IndexedDispatch(context, epoch) if at is None

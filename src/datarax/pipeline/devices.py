@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from datarax.core.errors import ConfigError
+from datarax.host.counts import count_words
 from datarax.pipeline.state import settings
 from datarax.sharding.agreement import check_same_everywhere, refuse_everywhere
 from datarax.sharding.placement import BatchPlacement
@@ -80,6 +81,15 @@ def stage_context(plan: PipelinePlan) -> Any:
     return contextlib.nullcontext() if device is None else jax.default_device(device)
 
 
+def stage_mesh(plan: PipelinePlan) -> Any:
+    """A context with no mesh in force for ``stages_on="host"``: a ``jax.set_mesh`` of the
+    loop names the accelerators, and the steps run on the CPU (batches are placed by
+    ``sharding=`` or on the default device, neither reading the mesh)."""
+    if plan.stages_on != "host" or jax.sharding.get_abstract_mesh().empty:
+        return contextlib.nullcontext()
+    return jax.set_mesh(None)
+
+
 def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> BatchPlacement:
     """Resolve ``sharding`` and check that every batch splits over the local devices.
 
@@ -104,7 +114,8 @@ def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> B
     if last_records is not None and last_records % batch_size % split:
         raise ConfigError(
             f"Pipeline sharding: the last batch of each epoch holds "
-            f"{last_records % batch_size} records ({last_records} in this shard), which do "
+            f"{count_words(last_records % batch_size, 'record')} ({last_records} in this shard), "
+            "which do "
             f"not split over this process's {split} device(s); set drop_remainder=True."
         )
     return placement

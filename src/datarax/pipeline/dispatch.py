@@ -22,6 +22,7 @@ from datarax.core.batch import concat_batches, head_rows
 from datarax.core.keys import for_stages, step_keys
 from datarax.core.operator import all_per_record
 from datarax.core.dtypes import is_host_leaf
+from datarax.core.indexed import position_dtype
 from datarax.core.spec import checked_spec, record_bytes as spec_record_bytes, refuse_declared_64bit
 from datarax.core.stages import apply_stages, stage_positions
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
@@ -58,11 +59,6 @@ def group_size(batch_size: int, record_bytes: int = 0, one_read: bool = False) -
     by_records = GROUP_RECORDS * scale // batch_size if batch_size < GROUP_BELOW else 1
     by_bytes = GROUP_BYTES * scale // (batch_size * record_bytes) if record_bytes > 0 else 1
     return max(1, min(MAX_GROUP * scale, max(by_records, by_bytes)))
-
-
-def position_dtype() -> Any:
-    """The dtype of global record positions: int64 with ``jax_enable_x64``, else int32."""
-    return np.int64 if jax.config.jax_enable_x64 else np.int32
 
 
 def check_positions(epoch: int, n: int, end: int) -> None:

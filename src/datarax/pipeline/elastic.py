@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from datarax.core.data_source import skipping_setting
 from datarax.core.errors import StateError
 from datarax.core.share import Run, Share
+from datarax.host.counts import count_words
 
 if TYPE_CHECKING:
     from datarax.pipeline.plan import PassContext
@@ -53,27 +54,28 @@ def restore(
     source, reading = context.source, context.reading
     index, count = source.shard.index, source.shard.count
     where = f"Pipeline over {type(source).__name__}"
+    saved_on = count_words(saved.count, "process", "processes")
     if state["settings"].get("padded_shards"):
         raise StateError(
-            f"{where}: this state was saved by {saved.count} process(es) with "
-            "pad_remainder=True (shares rounded up to whole padding slots), which restores "
-            f"only on {saved.count} processes; this pipeline runs as shard {index} of "
-            f"{count}. Restore it on {saved.count} processes with pad_remainder=True.",
+            f"{where}: this state was saved by {saved_on} with pad_remainder=True (shares "
+            f"rounded up to whole padding slots), which restores only on {saved_on}; this "
+            f"pipeline runs as shard {index} of {count}. Restore it on {saved_on} with "
+            "pad_remainder=True.",
             field="shard",
         )
     if source.shard.padded:
         raise StateError(
-            f"{where}: this state was saved by {saved.count} process(es) and this pipeline "
-            f"runs as shard {index} of {count} with pad_remainder=True (shares rounded up "
-            "to whole padding slots), which takes only a state saved on "
-            f"{count} processes with pad_remainder=True. Restore it without pad_remainder "
-            f"(another process count re-splits the rest of the epoch), or on {saved.count} "
-            "processes.",
+            f"{where}: this state was saved by {saved_on} and this pipeline runs as shard "
+            f"{index} of {count} with pad_remainder=True (shares rounded up to whole padding "
+            "slots), which takes only a state saved on "
+            f"{count_words(count, 'process', 'processes')} with pad_remainder=True. Restore it "
+            "without pad_remainder (another process count re-splits the rest of the epoch), "
+            f"or on {saved_on}.",
             field="shard",
         )
-    refuse_other_share(context, f"{where}: this state was saved by {saved.count} process(es) "
-                       f"and this pipeline runs as shard {index} of {count}",
-                       f"Restore it on {saved.count} processes.")
+    refuse_other_share(context, f"{where}: this state was saved by {saved_on} and this "
+                       f"pipeline runs as shard {index} of {count}",
+                       f"Restore it on {saved_on}.")
     history = _history(state, where)
     nested = state.get("source")
     plain = {k: v for k, v in state.items() if k != "share"}
@@ -87,7 +89,7 @@ def restore(
     if position > saved_size:
         raise StateError(
             f"Pipeline state position={position} is past the end of the share it was "
-            f"saved in ({saved_size} records).",
+            f"saved in ({count_words(saved_size, 'record')}).",
             field="position",
         )
     share = Share(index, count, epoch=epoch, history=(*history, (saved.count, position)))
@@ -155,7 +157,8 @@ def _check_placement(context: PassContext, epoch: int, size: int) -> None:
         shard = context.source.shard
         raise StateError(
             f"Pipeline state (an elastic restore) gives shard {shard.index} of {shard.count} "
-            f"a share of {size} records of epoch {epoch}, whose last batch of {short} does "
+            f"a share of {count_words(size, 'record')} of epoch {epoch}, whose last batch of "
+            f"{short} does "
             f"not split over this process's {split} device(s) (sharding=); the state's "
             "drop_remainder=False keeps that batch. Restore it on another process count, "
             "or into a pipeline without sharding= to serve the rest of that epoch.",

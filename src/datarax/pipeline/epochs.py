@@ -22,7 +22,7 @@ import numpy as np
 
 from datarax.core.errors import StateError
 from datarax.core.position import saved_count
-from datarax.host.counts import check_count
+from datarax.host.counts import check_count, count_words
 from datarax.typing import Batch
 
 
@@ -137,7 +137,8 @@ class Take(Transformation):
         return parent.take(own["take"])
 
     def __repr__(self) -> str:
-        return f"take({self._count}) of {self.described_parent()}: {self._left} batch(es) left"
+        left = count_words(self._left, "batch", "batches")
+        return f"take({self._count}) of {self.described_parent()}: {left} left"
 
     def __iter__(self) -> Take:
         return self
@@ -175,14 +176,16 @@ class Take(Transformation):
         if count != self._count:
             raise StateError(
                 f"Take.set_state: the state was saved by pipeline.take({count}) "
-                f"({left} batch(es) left), but this is pipeline.take({self._count}); the "
+                f"({count_words(left, 'batch', 'batches')} left), but this is "
+                f"pipeline.take({self._count}); the "
                 f"batches left count from the saved take. Restore it into "
                 f"pipeline.take({count}).",
                 field="take",
             )
         if left > count:
             raise StateError(
-                f"Take.set_state: 'take_left' is {left}, more than the {count} batch(es) "
+                f"Take.set_state: 'take_left' is {left}, more than the "
+                f"{count_words(count, 'batch', 'batches')} "
                 "of the take; the state was tampered with. Pass the dict Take.get_state() "
                 "returned.",
                 field="take_left",
@@ -239,7 +242,8 @@ class Repeat(Transformation):
         return parent.repeat(own.get("repeat", own["epochs_left"]))
 
     def __repr__(self) -> str:
-        left = "without end" if self._left is None else f"{self._left} pass(es) left"
+        left = ("without end" if self._left is None
+                else f"{count_words(self._left, 'pass', 'passes')} left")
         return f"repeat({self._epochs}) of {self.described_parent()}: {left}"
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -25,6 +25,7 @@ from datarax.core.operator import RecordFilter, all_per_record
 from datarax.core.reading import reading_of
 from datarax.core.spec import TextSpec, checked_spec, has_text
 from datarax.core.stages import filtered
+from datarax.host.counts import count_words
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.devices import place_batch
 from datarax.pipeline.dispatch import (
@@ -236,10 +237,12 @@ def refuse_resplit(context: PassContext, epoch: int) -> None:
     shard = context.source.shard
     raise StateError(
         f"Pipeline with a FilterOperator: the state restored into epoch {epoch} was saved "
-        f"by {saved} process(es), and this pipeline runs as shard {shard.index} of "
+        f"by {count_words(saved, 'process', 'processes')}, and this pipeline runs as shard "
+        f"{shard.index} of "
         f"{shard.count}. A filtered epoch cannot be re-split over another number of "
         "processes (each process's position counts the records it filtered, so what is "
-        f"left is unknown). Restore the state on {saved} processes, or start the next "
+        f"left is unknown). Restore the state on {count_words(saved, 'process', 'processes')}, or "
+        "start the next "
         f"epoch here: pipeline.source.seek({epoch + 1}, 0).",
         field="shard",
     )

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -36,9 +37,10 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import check_count
-from datarax.core.errors import ConfigError, refused_call
+from datarax.core.errors import ConfigError, callable_name, refused_call
 from datarax.core.spec import refuse_declared_64bit, text_fields
 from datarax.core.step_cache import cached
+from datarax.host.counts import count_words
 from datarax.pipeline.dispatch import position_dtype
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import indexed_batch
@@ -82,7 +84,8 @@ def check_scan(context: PassContext, length: Any) -> int:
     size = source.epoch_size() or 0
     if size % context.plan.batch_size and not context.plan.drop_remainder:
         raise ConfigError(
-            f"Pipeline.scan runs full batches only, but an epoch of {size} records ends in a "
+            f"Pipeline.scan runs full batches only, but an epoch of {count_words(size, 'record')} "
+            "ends in a "
             f"short batch of {size % context.plan.batch_size}; set drop_remainder=True (or a "
             "batch size dividing the epoch)."
         )
@@ -147,10 +150,11 @@ def check_train_step(train_step: Any, modules: tuple[Any, ...]) -> None:
     refused = refused_call(train_step, *modules, {})
     if refused is not None:
         signature, err = refused
-        name = getattr(train_step, "__name__", type(train_step).__name__)
+        name = callable_name(train_step)
         raise ConfigError(
-            f"Pipeline.scan calls train_step(*modules, batch): here {len(modules)} "
-            f"module(s) then the batch, {len(modules) + 1} positional argument(s), but "
+            f"Pipeline.scan calls train_step(*modules, batch): here "
+            f"{count_words(len(modules), 'module')} then the batch, "
+            f"{count_words(len(modules) + 1, 'positional argument')}, but "
             f"{name}{signature} cannot take them ({err}). Pass the modules it takes before "
             "the batch as modules=(model, optimizer)."
         )
@@ -171,7 +175,7 @@ def scan_positions(
     if per_pass == 0:
         raise ConfigError(
             f"Pipeline.scan runs full batches, but an epoch of {type(source).__name__} "
-            f"holds {size} records, fewer than batch_size={batch}."
+            f"holds {count_words(size, 'record')}, fewer than batch_size={batch}."
         )
     here = max(0, (size - index) // batch)  # full batches left in this pass
     later = length - 1 - here  # the last step's steps into the passes after this one
@@ -212,12 +216,7 @@ def scan_program(
                 start, epoch = position
                 batch, _ = indexed_batch(source, stages, inputs, start, epoch, key, batch_size)
                 if placement is not None:
-                    batch = {
-                        name: jax.lax.with_sharding_constraint(
-                            value, placement.field_sharding(value.ndim)
-                        )
-                        for name, value in batch.items()
-                    }
+                    batch = {name: placement.constrain(value) for name, value in batch.items()}
                 modules = nnx.merge(modules_def, state)
                 out = train_step(*modules, batch)
                 return nnx.state(modules), out
@@ -242,6 +241,14 @@ def _on_mesh(state: Any, placement: Any) -> Any:
         return jax.device_put(value, replicated)
 
     return jax.tree.map(put, state)
+
+
+def _mesh_for(placement: Any) -> Any:
+    """``jax.set_mesh`` of a mesh with ``Explicit`` axes where none is set: resharding to
+    it inside the program needs it (an ``Auto`` mesh, or one already set, needs nothing)."""
+    if placement is not None and placement.explicit and jax.sharding.get_mesh().empty:
+        return jax.set_mesh(placement.sharding.mesh)
+    return contextlib.nullcontext()
 
 
 def _as_they_were(new: Any, old: Any) -> Any:
@@ -275,7 +282,7 @@ def run_scan(
     program = scan_program(train_step, context.plan.batch_size, placement, modules_def,
                            data_def)
     lengths = _CALLED.setdefault(program, set())
-    with context.stats.timer("step" if length in lengths else "compile"):
+    with context.stats.timer("step" if length in lengths else "compile"), _mesh_for(placement):
         state, out = program(modules_state, data_state, source.step_inputs(), starts, epochs,
                              context.key_pair())
     lengths.add(length)

@@ -92,7 +92,16 @@ def has_host_leaves(batch: Batch, spec: Any) -> bool:
     >>> has_host_leaves({"x": np.arange(2)}, {"x": jax.ShapeDtypeStruct((), np.int64)})
     False
     """
-    return has_text(spec) or any(isinstance(v, list) for v in flatten_fields(batch).values())
+    return has_text(spec) or has_list_leaf(batch)
+
+
+def has_list_leaf(batch: Batch) -> bool:
+    """Whether a (nested) dict ``batch`` has a list field (text as lists, or numbers).
+
+    >>> has_list_leaf({"x": np.arange(2)}), has_list_leaf({"m": {"w": ["a", "b"]}})
+    (False, True)
+    """
+    return any(isinstance(v, list) for v in flatten_fields(batch).values())
 
 
 def check_finite(source: Any, epoch: int, batch: Batch, stable: Callable[[], Any], at: int,
@@ -139,35 +148,53 @@ class HostPass:
         self.filtered = filtered  # the batches hold a FilterOperator's kept records
         self.wide = wide_stable_indices(self.source)
         self._stage_graph: tuple[Any, Any, Any] | None = None
-        self._spec: Any = None  # the spec array_fields was read from, and its fields
+        self.stages = list(context.stages)  # fixed for the pass (split once, see below)
+        plan = self.plan
+        # placed here (sharded, or staged on the host): no device copy after
+        self.places = plan.placement is not None or bool(self.stages and plan.stages_on == "host")
+        # the spec, its plain fields (array_fields) and whether it declares text: asked
+        # once, again only where x64 was switched (:meth:`_read_spec`)
+        self._spec: Any = None
         self._fields: ArrayFields | None = None
+        self._text = False
 
-    def _checked(self, batch: Batch, indices: Any, position: int) -> tuple[Batch, bool]:
-        """``batch`` checked, staged, checked for NaN/inf and placed on the mesh; True
-        where it still needs its device copy."""
-        source = self.source
-        spec = checked_spec(source)
-        if spec is not self._spec:  # (read once a pass; again only if x64 is switched)
-            self._spec, self._fields = spec, array_fields(spec)
+    def _read_spec(self) -> None:
+        """Read the source's checked spec (once per group of batches) and, where it is
+        new (the pass's first, or x64 switched), what the pass asks of it."""
+        spec = checked_spec(self.source)
+        if spec is not self._spec:
+            self._spec, self._fields, self._text = spec, array_fields(spec), has_text(spec)
+
+    def _checked(self, batch: Batch, indices: Any, position: int) -> tuple[Batch, bool, bool]:
+        """``batch`` checked, staged, checked for NaN/inf and placed on the mesh; then
+        whether it still needs its device copy, and whether it is plain (exactly the
+        spec's number arrays, in JAX's order: no host leaf to ask about)."""
+        source, spec, stages = self.source, self._spec, self.stages
         with self.stats.timer("validate"):
             plain = checked_batch(
                 batch, spec, self._fields, self.batch_size,
                 where=f"{type(source).__name__} batch at record {position} of epoch {self.epoch}")
-        batch = text_as_lists(batch, spec) if plain is None else plain
-        stages = list(self.context.stages)
+        if plain is None:  # passed the full check: text fields as lists, maybe list leaves
+            batch = text_as_lists(batch, spec)
+        else:
+            batch = plain
         if stages:
-            host = has_host_leaves(batch, spec)
+            host = plain is None and (self._text or has_list_leaf(batch))
             with self.stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices), host)
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
             check_finite(source, self.epoch, batch, lambda: indices, position, self.filtered)
-        if self.plan.placement is not None or (stages and self.plan.stages_on == "host"):
-            return place_batch(self.plan, self.stats, batch, position, self.epoch), False
-        return batch, not stages
+        if self.places:
+            return place_batch(self.plan, self.stats, batch, position, self.epoch), False, False
+        return batch, not stages, plain is not None
 
-    def _to_device(self, batches: list[Batch]) -> list[Batch]:
-        """The device copies of ``batches`` (host leaves stay), made by one call."""
+    def _to_device(self, batches: list[Batch], plain: bool = False) -> list[Batch]:
+        """The device copies of ``batches`` (host leaves stay), made by one call;
+        ``plain``: each is a plain batch (:meth:`_checked`), its fields in JAX's order."""
         with self.stats.timer("transfer"):
+            if plain:  # the fields are copied as they stand
+                placed = iter(owned_device_put_all([v for b in batches for v in b.values()]))
+                return [{k: next(placed) for k in b} for b in batches]
             if all(map(number_arrays, batches)):  # no host leaf: each field is copied
                 placed = iter(owned_device_put_all([b[k] for b in batches for k in sorted(b)]))
                 return [{k: next(placed) for k in sorted(b)} for b in batches]  # JAX's order
@@ -234,6 +261,8 @@ class HostPass:
                 raise held.pop()
             items: list[AheadItem] = []
             copies: list[int] = []  # the items whose batches still need their device copy
+            plain = True  # and every one of them is plain
+            spec_read = False  # the spec is read once a group (x64 may switch between)
             try:
                 while True:
                     with self.stats.timer("read"):
@@ -243,9 +272,13 @@ class HostPass:
                     columns, indices, end = read
                     batch = None
                     if batch_length(columns) == self.batch_size or not self.plan.drop_remainder:
-                        batch, copy = self._checked(dict(columns), indices, position)
+                        if not spec_read:
+                            self._read_spec()
+                            spec_read = True
+                        batch, copy, plain_one = self._checked(dict(columns), indices, position)
                         if copy:
                             copies.append(len(items))
+                            plain = plain and plain_one
                     first = first or end
                     position = end
                     items.append((end, batch))
@@ -262,7 +295,7 @@ class HostPass:
             if not items:
                 return None
             if copies:
-                placed = self._to_device([items[i][1] for i in copies])  # type: ignore[misc]
+                placed = self._to_device([items[i][1] for i in copies], plain)  # type: ignore[misc]
                 for i, batch in zip(copies, placed):
                     items[i] = (items[i][0], batch)
             return items

@@ -22,9 +22,11 @@ from datarax.core.owned import owned_device_put
 from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
 from datarax.core.operator import RecordFilter
+from datarax.host.counts import count_words
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.driver_compiled import CompiledDriver
 from datarax.pipeline.filtered import refuse_resplit
+from datarax.pipeline.devices import stage_mesh
 from datarax.pipeline.host_pass import padded_rows
 from datarax.pipeline.plan import PassContext, check_own_share, filter_position
 from datarax.pipeline.state import get_state, restore
@@ -119,7 +121,8 @@ class PipelineIterator:
         if not hasattr(self, "_epoch"):  # __init__ raised
             return "<PipelineIterator, not started>"
         state = ("superseded by a newer iter(pipeline)" if self._superseded else "ended"
-                 if self.exhausted else f"live, {self._source.index} records handed out")
+                 if self.exhausted
+                 else f"live, {count_words(self._source.index, 'record')} handed out")
         return (f"<PipelineIterator over {type(self._source).__name__}: epoch {self._epoch}, "
                 f"batch_size {self._batch_size}, {state}>")
 
@@ -235,6 +238,12 @@ class PipelineIterator:
         return max(min(self._count, self._source.shard.records(n) - (after - self._count)), 0)
 
     def _next_batch(self) -> Batch:
+        if self._plan.stages_on == "host":  # no loop mesh reaches the CPU's steps
+            with stage_mesh(self._plan):
+                return self._driven_batch()
+        return self._driven_batch()
+
+    def _driven_batch(self) -> Batch:
         while True:
             if self._driver is None:
                 self._driver = open_driver(self._context, self._epoch, self._filter_at)

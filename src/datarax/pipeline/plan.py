@@ -20,6 +20,7 @@ from typing import Any
 from flax import nnx
 
 from datarax.core.errors import ConfigError
+from datarax.core.lengths import why_no_length
 from datarax.core.module import HostState
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading
@@ -233,9 +234,7 @@ class PassContext:
                             "known only once they are read.")
         size = self.source.epoch_size()
         if size is None:
-            raise TypeError(
-                f"{what} is unknown: {type(self.source).__name__} has no fixed epoch "
-                "length (a stream, or a mixture sampling without end).")
+            raise TypeError(f"{what} is unknown: {why_no_length(self.source)}")
         return size
 
     def batches_left(self, epoch: int, at: int) -> int:

@@ -18,6 +18,7 @@ from datarax.core.batch import batch_length, concat_batches
 from datarax.core.config import check_count
 from datarax.core.errors import ConfigError, StaleIteratorError, StateError
 from datarax.core.dtypes import is_host_leaf
+from datarax.host.counts import count_words
 from datarax.pipeline.epochs import Repeat, Transformation
 from datarax.pipeline.pipeline import Pipeline
 from datarax.typing import Batch
@@ -47,7 +48,8 @@ def _check_placement(pipeline: Pipeline, mode: str, k: int) -> None:
     if mode == "split" and part % split:
         raise ConfigError(
             f"Rebatch split={k} cuts the pipeline's batches of {pipeline.batch_size} into "
-            f"parts of {part} records, which do not split over the {split} device(s) of its "
+            f"parts of {count_words(part, 'record')}, which do not split over the {split} "
+            "device(s) of its "
             f"sharding= (mesh axes {list(placement.batch_axes)}); choose a split k with "
             f"{pipeline.batch_size} // k divisible by {split}, or build the pipeline with "
             f"a batch_size that is a multiple of {k * split} ({k} parts of {split} records)."

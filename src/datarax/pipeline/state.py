@@ -40,6 +40,7 @@ from datarax.core.position import saved_count, without_later
 from datarax.core.share import Share
 from datarax.pipeline.plan import PassContext, check_own_share, filter_position
 from datarax.core.stage_digest import SEES, digest, stages_fingerprint
+from datarax.host.counts import count_words
 
 STATE_VERSION = 4
 _DIGEST_HINTS = {
@@ -279,7 +280,7 @@ def check_state(context: PassContext, state: dict[str, Any]) -> None:
     if size is not None and state["position"] > size:
         raise StateError(
             f"Pipeline state position={state['position']} is past the end of the epoch "
-            f"({size} records).",
+            f"({count_words(size, 'record')}).",
             field="position",
         )
     nested = state.get("source")

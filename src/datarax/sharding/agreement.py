@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from datarax.core.errors import ConfigError, first_line
+from datarax.host.counts import count_words
 
 
 def every_process(value: Any, where: str = "every_process") -> list[Any]:
@@ -35,7 +36,8 @@ def every_process(value: Any, where: str = "every_process") -> list[Any]:
         every = np.asarray(multihost_utils.process_allgather(padded))
     except (jax.errors.JaxRuntimeError, ValueError) as err:  # some JAX paths raise ValueError
         raise RuntimeError(
-            f"{where}: exchanging with the other {jax.process_count() - 1} process(es) failed "
+            f"{where}: exchanging with the other "
+            f"{count_words(jax.process_count() - 1, 'process', 'processes')} failed "
             f"({first_line(err)}). Every process must reach this point of its program "
             "together: a process that died, failed earlier or took another path leaves the "
             "others without an answer; see the other processes' logs."

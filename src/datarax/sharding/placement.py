@@ -22,7 +22,7 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
 from datarax.core.owned import owned_device_put, unshared
@@ -45,6 +45,24 @@ def _fitted(name: str, value: Any, where: str) -> Any:
                       drop_hint="leave the field out of the batch (records count its rows)")
 
 
+def _kind(value: Any) -> str:
+    """``value``'s type name (``PartitionSpec``, which names itself ``P``, by its full name)."""
+    return "PartitionSpec" if isinstance(value, PartitionSpec) else type(value).__name__
+
+
+def _sharding_hint(sharding: Any) -> str:
+    """What to pass instead of ``sharding``, a value ``BatchPlacement.of`` does not take."""
+    if isinstance(sharding, Mesh):
+        return "Name the mesh axis the batch is split over: (mesh, PartitionSpec('data'))."
+    if isinstance(sharding, PartitionSpec):
+        return "Give its mesh with it: (mesh, spec) or NamedSharding(mesh, spec)."
+    if isinstance(sharding, jax.sharding.Sharding):
+        return ("To put every batch on one device, leave sharding= out and iterate under "
+                "`with jax.default_device(device):`; to split batches over devices, build a "
+                "Mesh of them and pass NamedSharding(mesh, PartitionSpec('data')).")
+    return "For example NamedSharding(Mesh(np.asarray(jax.devices()), ('data',)), PartitionSpec('data'))."
+
+
 def _axes(entry: Any) -> tuple[str, ...]:
     """Mesh axis names one partition-spec entry splits over."""
     if entry is None:
@@ -64,10 +82,7 @@ class BatchPlacement:
         if isinstance(sharding, tuple) and len(sharding) == 2:
             mesh, spec = sharding
             if not isinstance(mesh, Mesh) or not isinstance(spec, PartitionSpec):
-                kinds = ", ".join(
-                    "PartitionSpec" if isinstance(v, PartitionSpec) else type(v).__name__
-                    for v in sharding
-                )
+                kinds = ", ".join(_kind(v) for v in sharding)
                 raise ConfigError(
                     "Pipeline sharding=(mesh, spec) needs a jax.sharding.Mesh and a "
                     f"PartitionSpec, got ({kinds})."
@@ -77,13 +92,16 @@ class BatchPlacement:
         else:
             raise ConfigError(
                 "Pipeline sharding must be a jax.sharding.NamedSharding or a (Mesh, "
-                f"PartitionSpec) pair, got {type(sharding).__name__}."
+                f"PartitionSpec) pair, got {_kind(sharding)}. {_sharding_hint(sharding)}"
             )
         entries = tuple(spec)
         if not entries or not _axes(entries[0]):
+            whole = "" if any(_axes(e) for e in entries) else (
+                " (For whole batches on every device, leave sharding= out and place each "
+                "batch yourself: jax.device_put(batch, NamedSharding(mesh, PartitionSpec())).)")
             raise ConfigError(
                 f"Pipeline sharding spec {tuple(entries)} does not split the batch axis: its "
-                "first entry must name a mesh axis, e.g. PartitionSpec('data')."
+                f"first entry must name a mesh axis, e.g. PartitionSpec('data').{whole}"
             )
         named: list[str] = []
         for entry in entries:
@@ -127,9 +145,10 @@ class BatchPlacement:
         if records % split:
             raise ConfigError(
                 f"{where}: {records} records do not split over this process's {split} "
-                f"device(s) on mesh axes {list(self.batch_axes)}. Use a batch size "
-                f"divisible by {split}, and drop_remainder=True (or an epoch length whose "
-                "last batch divides too)."
+                f"device(s) on mesh axes {list(self.batch_axes)}; every batch placed there "
+                f"holds a multiple of {split} records. Use a batch size divisible by {split} "
+                "and, for an epoch's short last batch, drop_remainder=True (or an epoch "
+                "length whose last batch divides too)."
             )
 
     def check_dims(self, shape: tuple[int, ...], where: str) -> None:
@@ -150,6 +169,36 @@ class BatchPlacement:
         """The sharding of a field of rank ``ndim`` (spec cut to the field's rank)."""
         spec = tuple(self.sharding.spec)[:ndim]
         return NamedSharding(self.sharding.mesh, PartitionSpec(*spec))
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the mesh has axes of ``AxisType.Explicit`` (sharding in the arrays' types)."""
+        return AxisType.Explicit in tuple(self.sharding.mesh.axis_types)
+
+    def constrain(self, value: jax.Array) -> jax.Array:
+        """``value``, inside a traced program, held with its field's sharding: resharded
+        over the mesh's ``Explicit`` axes (``with_sharding_constraint`` only asserts
+        those), constrained over its ``Auto`` ones."""
+        mesh = self.sharding.mesh
+        kinds = dict(zip(mesh.axis_names, mesh.axis_types))
+        spec = tuple(self.field_sharding(value.ndim).spec)
+        for entry in spec:
+            if len({kinds[a] == AxisType.Explicit for a in _axes(entry)}) > 1:
+                raise ConfigError(
+                    f"Pipeline.scan: sharding spec {tuple(self.sharding.spec)} splits one "
+                    f"dimension over mesh axes {list(_axes(entry))} of different types "
+                    f"({', '.join(str(kinds[a]) for a in _axes(entry))}); JAX splits a "
+                    "dimension over axes of one type. Give those axes one type, or iterate "
+                    "the pipeline (step()) instead of scan."
+                )
+        for explicit in (True, False):
+            part = [entry if _axes(entry) and (kinds[_axes(entry)[0]] == AxisType.Explicit)
+                    == explicit else None for entry in spec]
+            if any(entry is not None for entry in part):
+                target = NamedSharding(mesh, PartitionSpec(*part))
+                value = (jax.sharding.reshard(value, target) if explicit
+                         else jax.lax.with_sharding_constraint(value, target))
+        return value
 
     def place(self, batch: Mapping[str, Any], where: str = "batch") -> Batch:
         """``batch`` (this process's rows) as global arrays with this sharding."""

@@ -52,13 +52,9 @@ from datarax.sources.source_call import (
     config_keyword,
     source_config,
 )
-from datarax.storage import (
-    ShardCache,
-    StorageStats,
-    expand_user,
-    is_remote,
-)
+from datarax.storage import ShardCache, StorageStats, expand_user
 from datarax.storage.head_start import UNBOUNDED, HeadStart
+from datarax.storage.urls import all_remote
 
 
 @dataclass(frozen=True)
@@ -243,11 +239,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
         paths = expand_user(paths)  # '~/data' is the home folder's; URLs unchanged
         remote = None
         own_decode = decode is not None or decode_batch is not None
-        if isinstance(paths, (list, tuple)) and len({is_remote(p) for p in paths}) > 1:
-            raise ConfigError(
-                f"ArrayRecordSourceModule: paths mixes local paths and URLs ({list(paths)}); give "
-                "one kind: the files' URLs (copy the local ones to the store), or local paths.")
-        if is_remote(paths):  # s3://, gs://, ...: files fetched into a local shard cache
+        listed = paths if isinstance(paths, (list, tuple)) else [paths]
+        if all_remote(listed, "ArrayRecordSourceModule: paths"):  # s3://, ...: files cached
             storage_stats = StorageStats()  # counts the listing's retries and the downloads'
             objects, info = remote_dataset(paths, dataset=not own_decode or isinstance(
                                                decode, ImageDecoder), versions=ranged_reads,

@@ -14,6 +14,7 @@ from typing import Any
 
 from datarax.core.errors import RecordError
 from datarax.dataset.metadata import DatasetInfo
+from datarax.host.counts import count_words
 from datarax.sources.array_record_files import array_record_reader
 from datarax.sources.open_readers import TooManyOpenFiles
 from datarax.storage import RemoteShards
@@ -57,7 +58,8 @@ def check_counts(files: list[str], counts: list[int], info: DatasetInfo) -> None
     for path, count in zip(files, counts):
         if expected[os.path.basename(path)] != count:
             raise RecordError(
-                f"ArrayRecordSourceModule: the shard '{path}' holds {count} records, its "
+                f"ArrayRecordSourceModule: the shard '{path}' holds "
+                f"{count_words(count, 'record')}, its "
                 f"dataset's metadata says {expected[os.path.basename(path)]}; the folder mixes "
                 "files of different conversions. Convert the data again.",
                 path=path,

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from datarax.core.errors import ConfigError, RecordError
-from datarax.host.counts import python_ints
+from datarax.host.counts import count_words, python_ints
 from datarax.storage import (
     CacheFullError,
     RemoteObject,
@@ -176,7 +176,8 @@ def check_cache_for_processes(remote: RemoteShards, processes: int, ranged: bool
         f"ArrayRecordSourceModule: decode_processes={processes} reads the remote files in "
         f"worker processes, which keep each file they read in the cache until the source is "
         f"closed, so the cache '{folder}' (limit {limit} bytes) must hold all "
-        f"{len(remote.objects)} files ({total} bytes). Raise the limit to at least {total} "
+        f"{count_words(len(remote.objects), 'file')} ({total} bytes). Raise the limit to at least "
+        f"{total} "
         "bytes with DATARAX_CACHE_BYTES or the source's cache=ShardCache(..., max_bytes=...), "
         "or read a data set larger than the cache with decode_processes=0 (reader threads).")
 

@@ -43,6 +43,7 @@ from datarax.core.module import HostState
 from datarax.core.reading import compiled, read_at, skips_in_position
 from datarax.core.share import Share
 from datarax.core.spec import check_same_fields, checked_spec
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 __all__ = ["CHUNK", "ChildRecords", "ForwardReads", "Stands", "check_source_list", "rows_of",
@@ -106,7 +107,8 @@ class ChildRecords(HostState):
         got = len(stable)
         if end != start + got and not self.skips:  # a cursor-mode child that skipped records
             raise SourceContractError(
-                f"{type(child).__name__} handed out {got} records from position {start} of "
+                f"{type(child).__name__} handed out {count_words(got, 'record')} from position "
+                f"{start} of "
                 f"pass {self.epoch} but now stands at {child.index} of pass {child.epoch}; "
                 "a child's position must count the records it hands out."
             )

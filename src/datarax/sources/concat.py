@@ -47,6 +47,7 @@ from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, read_at, reading_of
 from datarax.core.spec import checked_spec
 from datarax.core.stream import StreamPass
+from datarax.host.counts import count_words
 from datarax.sources.child_records import check_source_list
 from datarax.sources.skip_ledger import SkipCounts
 from datarax.typing import Batch
@@ -168,8 +169,12 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
     def locate(self, index: int) -> tuple[int, int]:
         """``(part, position in that part's epoch)`` of epoch position ``index``
         (parts of known length)."""
-        if self.__length is None or not 0 <= index < self.__length:
-            raise IndexError(f"ConcatSource position {index} is outside its {self.__length} records")
+        if self.__length is None:
+            raise IndexError(f"ConcatSource position {index} has no place: a part's length "
+                             "is not known (a stream)")
+        if not 0 <= index < self.__length:
+            raise IndexError(f"ConcatSource position {index} is outside its "
+                             f"{count_words(self.__length, 'record')}")
         part = int(np.searchsorted(np.asarray(self.__ends), index, side="right"))
         return part, index - self._offset(part)
 

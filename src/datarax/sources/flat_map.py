@@ -59,6 +59,7 @@ from datarax.core.module import HostState
 from datarax.core.position import past_the_end, saved_count, saved_counts
 from datarax.core.stage_digest import describe, digest
 from datarax.core.reading import compiled, read_at, reading_of
+from datarax.host.counts import count_words
 from datarax.sources.child_records import CHUNK, ForwardReads, Stands
 from datarax.sources.flat_map_outputs import check_tree, fit_tree, spec_tree
 from datarax.sources.source_call import MISSING
@@ -300,7 +301,8 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
                 raise StateError(
                     f"FlatMapSource state cursor says output {offset} of parent record at "
                     f"position {parent_pos} of pass {epoch}, but fn returns "
-                    f"{len(reading.outputs)} records for it; the state comes from another "
+                    f"{count_words(len(reading.outputs), 'record')} for it; the state comes from "
+                    "another "
                     "source or fn.",
                     field="cursor",
                 )
@@ -382,7 +384,8 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
         outputs = list(outputs)
         if len(outputs) > self.config.max_outputs:
             raise DataraxError(
-                f"FlatMapSource: fn returned {len(outputs)} records for {where}, more than "
+                f"FlatMapSource: fn returned {count_words(len(outputs), 'record')} for {where}, "
+                "more than "
                 f"max_outputs={self.config.max_outputs}; raise max_outputs."
             )
         fitted = []

@@ -44,7 +44,8 @@ from datarax.sources.decoded_records import DecodedRecords, describe_cause
 from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions, Workers
 from datarax.sources.skip_ledger import (
-    SKIP_ADVICE, ErrorPolicy, SkipLedger, SkippedRecord, bad_record_error, record_place)
+    SKIP_ADVICE, ErrorPolicy, LedgerReads, SkipLedger, SkippedRecord, bad_record_error,
+    record_place)
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
@@ -76,7 +77,7 @@ class _NextEpoch:
 
 
 # ------------------------------------------------------------------------ reader
-class HostReader:
+class HostReader(LedgerReads):
     """Reads, decodes and batches records of a random-access object on host threads.
 
     Args:
@@ -363,11 +364,6 @@ class HostReader:
             self.ledger.commit(position)
             self.position = int(position)
 
-    @property
-    def skipped(self) -> int:
-        """Records skipped at positions below :attr:`position` this epoch."""
-        return self.ledger.skipped
-
     def next_batch(self, batch_size: int) -> ReadBatch | None:
         """The ``batch_size`` records after :attr:`position` (fewer at the epoch's end),
         or None when done: :meth:`peek_batch` and :meth:`commit` in one step under the
@@ -427,10 +423,6 @@ class HostReader:
         read = chunks.take(batch_size)
         self.cursor = order.size if read is None else read.end
         return read
-
-    def skipped_records(self) -> list[SkippedRecord]:
-        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
-        return list(self.ledger.reports)
 
     # -------------------------------------------------------------- closing
     def stop(self, session: int | None = None) -> None:

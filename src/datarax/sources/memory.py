@@ -25,10 +25,11 @@ from datarax.core.batch import gather_rows
 from datarax.core.config import StructuralConfig, check_bool, check_seed
 from datarax.core.dtypes import text_kind
 from datarax.core.errors import StateError
-from datarax.core.indexed import IndexedSource
+from datarax.core.indexed import IndexedSource, position_dtype
 from datarax.core.position import saved_count
 from datarax.core.keys import check_rngs
 from datarax.core.spec import TextSpec, array_to_spec_strip_leading
+from datarax.host.counts import count_words
 from datarax.samplers.index_shuffle import epoch_permutation_jnp, index_shuffle_np
 from datarax.sources.memory_columns import DeviceColumn, Path, flatten, to_columns, unflatten
 from datarax.sources.order_tables import placed_order, placed_order_ahead
@@ -171,7 +172,8 @@ class MemorySource(IndexedSource):
             if saved != len(self):
                 raise StateError(
                     f"{where} state was saved with records={saved} but this source "
-                    f"holds {len(self)} records; its shuffled order is a permutation of its "
+                    f"holds {count_words(len(self), 'record')}; its shuffled order is a "
+                    "permutation of its "
                     "records, so the position would serve some records twice and others "
                     "never. Restore it into a source of the same records.",
                     field="records",
@@ -208,7 +210,7 @@ class MemorySource(IndexedSource):
                 or (epoch + 1) * n > np.iinfo(np.int32).max):
             return self.step_inputs()
         seed = (int(self.permutation_seed.get_value()) + int(epoch)) % 2**32
-        position = np.int64 if jax.config.jax_enable_x64 else np.int32
+        position = position_dtype()
         # on the device once (a NumPy argument is copied there at every call), and the
         # next epoch's made and placed ahead while this one runs
         order = placed_order(n, seed, position(epoch * n))
@@ -256,8 +258,7 @@ class MemorySource(IndexedSource):
         traced, in ``jnp``; with a concrete ``start``, the same permutation in NumPy
         (nothing compiled per call)."""
         if not isinstance(start, jax.core.Tracer):
-            dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
-            return jnp.asarray(self._host_indices(int(start), size), dtype=dtype)
+            return jnp.asarray(self._host_indices(int(start), size), dtype=position_dtype())
         # start's own dtype (int64 under x64): a user's strict dtype promotion refuses int32 + int64
         return self._positions_to_indices(jnp.arange(size, dtype=start.dtype) + start)
 

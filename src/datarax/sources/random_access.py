@@ -51,7 +51,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.errors import ConfigError, RecordError
 from datarax.core.module import HostState
 from datarax.core.share import Share
-from datarax.dataset.write_outcome import count_words
+from datarax.host.counts import count_words
 from datarax.sources.decoded_records import DecodedRecords
 from datarax.sources.host_reader import HostReader
 from datarax.sources.epoch_order import EpochOrder

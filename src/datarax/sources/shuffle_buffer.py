@@ -7,9 +7,11 @@ Feistel permutation keyed by ``window_seed((seed + e) % 2**32, t // B)``
 (:func:`datarax.samplers.shard_window.permute`). A record never leaves its window:
 shuffle the parent too where records ``B`` apart must mix.
 
-* **State** is the position alone; a restore re-reads the window holding it (at most
-  ``B`` parent records; a stream or skipping parent reads its pass again up to there).
-* **Memory:** one window of ``buffer_size`` records on the host.
+* **State** is the position alone; a restore re-reads the window holding it (from its
+  start, in reads of ``max(B, 64)`` parent records, 4096 at most; a stream or skipping
+  parent reads its pass again up to there).
+* **Memory:** one window of ``buffer_size`` records on the host, plus the rest of the
+  last read (fewer than ``max(B, 64)`` records, 4096 at most).
 * **Stable index**: the parent record's own, so a record keeps its augmentation.
 * **Shards**: every process reads the whole pass and keeps record ``i`` of each whole
   round of ``P``.

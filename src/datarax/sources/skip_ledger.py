@@ -37,6 +37,7 @@ from flax import nnx
 
 from datarax.core.errors import RecordError
 from datarax.core.position import saved_count
+from datarax.host.counts import count_words
 from datarax.host.dtypes import NarrowingError
 from datarax.sources.decoded_records import SKIP_ADVICE, describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
@@ -50,6 +51,7 @@ __all__ = [
     "SkippedRecord",
     "SkipLedger",
     "SkipCounts",
+    "LedgerReads",
     "bad_record_error",
     "record_place",
     "SKIP_ADVICE",
@@ -233,7 +235,7 @@ class SkipLedger:
     ) -> RecordError:
         """The error for ``count`` skips over ``budget``, naming the latest bad record."""
         policy = self.policy
-        of = f" of {epoch_size} records" if epoch_size is not None else ""
+        of = f" of {count_words(epoch_size, 'record')}" if epoch_size is not None else ""
         last = (
             f"{latest.where}: {latest.cause.rstrip('.')}"
             if latest is not None
@@ -247,6 +249,22 @@ class SkipLedger:
             path=latest.path if latest is not None else None,
             index=latest.index_in_file if latest is not None else None,
         )
+
+
+class LedgerReads:
+    """Mixin of a reader keeping the bad records it passes in a :class:`SkipLedger`
+    (``ledger``): what it skipped, read off the ledger."""
+
+    ledger: SkipLedger
+
+    @property
+    def skipped(self) -> int:
+        """Records skipped at positions below the reader's ``position`` this pass."""
+        return self.ledger.skipped
+
+    def skipped_records(self) -> list[SkippedRecord]:
+        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
+        return list(self.ledger.reports)
 
 
 class SkipCounts:

@@ -3,8 +3,9 @@ downloading the file.
 
 Opening reads the file's tail (postscript and footer,
 :mod:`~datarax.storage.array_record_layout`): one request, two when the footer is longer
-than ``tail``. A :meth:`~ArrayRecordRanges.read` fetches the chunks of the records asked
-for, neighbouring chunks in one request, and decodes them. Files written with transposed
+than ``tail``; a file no larger than that request (two 64 KiB blocks) is read whole by it,
+and its records need no further request. A :meth:`~ArrayRecordRanges.read` fetches the
+chunks of the records asked for, neighbouring chunks in one request, and decodes them. Files written with transposed
 chunks, ``brotli`` or ``snappy`` are refused when opened, naming the writer option.
 
 :meth:`ArrayRecordRanges.for_object` keeps each decoded footer beside a
@@ -27,8 +28,8 @@ Example:
     >>> ranges = ArrayRecordRanges(read_range, os.path.getsize(path), name=path)
     >>> len(ranges), ranges.read([4, 0, 1])
     (5, [b'record 4', b'record 0', b'record 1'])
-    >>> ranges.stats()["requests"]  # one to open; chunks 2 and 0 are not neighbours: two
-    3
+    >>> ranges.stats()["requests"]  # a file of two blocks: opening read it all
+    1
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datarax.errors import ConfigError, RecordError
-from datarax.host.counts import check_count
+from datarax.host.counts import check_count, count_words
 from datarax.storage.array_record_layout import (
     BLOCK,
     CHUNK_HEADER,
@@ -119,6 +120,7 @@ class ArrayRecordRanges:
         self._bytes = 0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.tail: bytes | None = None  # the file's bytes from its footer on, when read
+        self._whole: bytes | None = None  # the whole file, when the open's request read it all
         self._more = more or first is None
         self.footer = footer if footer is not None else self._open(tail, first)
         if self.footer.size != self.size:
@@ -195,6 +197,8 @@ class ArrayRecordRanges:
 
     # ------------------------------------------------------------- reading
     def _fetch(self, offset: int, length: int) -> bytes:
+        if self._whole is not None:  # read whole when opened: no request
+            return self._whole[offset:offset + length]
         return self._counted(self._read_range(offset, length), offset, length)
 
     def _counted(self, data: bytes, offset: int, length: int) -> bytes:
@@ -242,6 +246,8 @@ class ArrayRecordRanges:
             data = self._fetch_more(early, start - early) + data
             start = early
         self.tail = bytes(data[footer_offset - start:])
+        if start == 0:  # a file no larger than the open's request: its records need none
+            self._whole = bytes(data)
         footer = parse_footer(logical_bytes(data[footer_offset - start:post - start], footer_offset),
                               self.size, footer_offset, name)
         if len(footer.offsets):  # the chunk type, from the last data chunk's header
@@ -262,12 +268,18 @@ class ArrayRecordRanges:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
             bad = int(idx[(idx < 0) | (idx >= len(self))][0])
-            raise IndexError(f"'{self.name}' has {len(self)} records, asked for record {bad}.")
+            raise IndexError(f"'{self.name}' has {count_words(len(self), 'record')}, asked for "
+                             f"record {bad}.")
         return np.searchsorted(self._firsts, idx, side="right") - 1
 
     def ranges(self, chunks: Sequence[int] | np.ndarray) -> list[tuple[int, int, list[int]]]:
         """``(start, end, chunks)`` of the requests that read ``chunks``: neighbours (and
-        chunks at most ``merge_gap`` bytes apart) in one."""
+        chunks at most ``merge_gap`` bytes apart) in one; none when the open read the
+        whole file (a file no larger than :meth:`open_span`'s request)."""
+        return [] if self._whole is not None else self._runs(chunks)
+
+    def _runs(self, chunks: Sequence[int] | np.ndarray) -> list[tuple[int, int, list[int]]]:
+        """:meth:`ranges`, whether or not the file is held whole."""
         out: list[tuple[int, int, list[int]]] = []
         for c in sorted({int(c) for c in chunks}):
             begin, end = int(self.footer.offsets[c]), self.footer.end(c)
@@ -286,7 +298,8 @@ class ArrayRecordRanges:
             records = simple_chunk_records(logical_bytes(piece, begin), where)
             if len(records) != self.footer.counts[c] or \
                     sum(map(len, records)) != self.footer.decoded[c]:
-                raise RecordError(f"{where}: the chunk holds {len(records)} records, the footer "
+                raise RecordError(f"{where}: the chunk holds "
+                                  f"{count_words(len(records), 'record')}, the footer "
                                   f"says {int(self.footer.counts[c])} (the file is damaged or "
                                   "changed).", path=self.name)
             out[c] = records
@@ -297,9 +310,9 @@ class ArrayRecordRanges:
 
     def read(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
         """The records at ``indices`` (in that order; repeats allowed)."""
-        runs = self.ranges(self.chunks_of(indices))
+        runs = self._runs(self.chunks_of(indices))
         decoded: dict[int, list[bytes]] = {}
-        if len(runs) <= 1 or self.parallel == 1:
+        if len(runs) <= 1 or self.parallel == 1 or self._whole is not None:
             for run in runs:
                 decoded.update(self._read_run(*run))
         else:
@@ -319,6 +332,8 @@ class ArrayRecordRanges:
         runs = self.ranges(self.chunks_of(indices))
         if len(fetched) != len(runs):
             raise ValueError(f"'{self.name}': {len(fetched)} answers for {len(runs)} requests.")
+        if self._whole is not None:
+            return self.read(indices)  # from the bytes the open read
         decoded: dict[int, list[bytes]] = {}
         for (start, end, chunks), data in zip(runs, fetched, strict=True):
             decoded.update(self._decode_run(self._counted(data, start, end - start), start,

@@ -51,6 +51,7 @@ from typing import Any
 
 from datarax.errors import ConfigError
 from datarax.host.cache_home import cache_home
+from datarax.host.settings import env_folder, env_size, parse_bytes, read_size
 from datarax.storage.errors import CacheFullError
 from datarax.storage.retry import StorageStats
 from datarax.storage.urls import FileBlock, RemoteObject, expand_user
@@ -63,32 +64,11 @@ except ImportError:  # pragma: no cover - not POSIX
 __all__ = ["DEFAULT_CACHE_BYTES", "CacheEntry", "ShardCache", "default_cache_dir", "parse_bytes"]
 
 DEFAULT_CACHE_BYTES = 64 << 30
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.I)
-
-
-def parse_bytes(text: str | int) -> int:
-    """Bytes from ``"20G"``, ``"512MiB"``, ``"1.5T"`` or a plain number.
-
-    Example:
-        >>> parse_bytes("1.5K"), parse_bytes(10)
-        (1536, 10)
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    match = _SIZE.match(str(text))
-    unit = _UNITS[match.group(2).upper()] if match else 1
-    if not match or unit == 1 and not float(match.group(1)).is_integer():  # 1.5 bytes
-        raise ConfigError(f"cannot read {text!r} as a size; write e.g. 20G, 512M or 1000000.")
-    return int(float(match.group(1)) * unit)
 
 
 def default_cache_dir() -> str:
     """``DATARAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/datarax``, else ``~/.cache/datarax``."""
-    env = os.environ.get("DATARAX_CACHE_DIR")
-    if env:
-        return os.path.abspath(expand_user(env))
-    return os.path.join(cache_home(), "datarax")
+    return env_folder("DATARAX_CACHE_DIR") or os.path.join(cache_home(), "datarax")
 
 
 def given_cache(cache: Any, where: str) -> ShardCache:
@@ -183,17 +163,9 @@ class ShardCache:
         if fcntl is None:  # pragma: no cover
             raise ConfigError("ShardCache needs POSIX file locks (fcntl); this platform has none.")
         self.directory = os.path.abspath(expand_user(directory)) if directory else default_cache_dir()
-        setting = "ShardCache max_bytes"
-        if max_bytes is None:
-            max_bytes = os.environ.get("DATARAX_CACHE_BYTES") or DEFAULT_CACHE_BYTES
-            if "DATARAX_CACHE_BYTES" in os.environ:
-                setting = "DATARAX_CACHE_BYTES"
-        try:
-            self.max_bytes = parse_bytes(max_bytes)
-        except ConfigError as err:
-            raise ConfigError(f"{setting}: {err}") from err
-        if self.max_bytes <= 0:
-            raise ConfigError(f"{setting} must be > 0, got {max_bytes!r}.")
+        self.max_bytes = (env_size("DATARAX_CACHE_BYTES", DEFAULT_CACHE_BYTES, least=1)
+                          if max_bytes is None else
+                          read_size(max_bytes, "ShardCache max_bytes", least=1))
         self._made = False
         self._guard = threading.Lock()
 

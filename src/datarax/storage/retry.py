@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import os
 import random
 import re
 import threading
@@ -40,6 +39,7 @@ import numpy as np
 
 from datarax.errors import ConfigError, DataraxError, error_chain
 from datarax.host.counts import check_count
+from datarax.host.settings import env_seconds
 
 __all__ = ["BUDGET_ENV", "DEFAULT_BUDGET_S", "RetriesExhaustedError", "RetryPolicy",
            "StorageStats", "default_budget", "is_access_refused", "is_throttle", "is_transient",
@@ -185,18 +185,8 @@ def default_budget() -> float:
     Raises:
         ConfigError: the variable is not a number of seconds >= 0.
     """
-    text = os.environ.get(BUDGET_ENV, "").strip()
-    if not text:
-        return DEFAULT_BUDGET_S
-    try:
-        value = float(text.removesuffix("s"))
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise ConfigError(f"{BUDGET_ENV}={text!r} is not a number of seconds; set it to how "
-                          f"long a failing request to the store may be retried, e.g. "
-                          f"{BUDGET_ENV}=120 (default {DEFAULT_BUDGET_S:g}).")
-    return value
+    return env_seconds(BUDGET_ENV, DEFAULT_BUDGET_S,
+                       "how long a failing request to the store may be retried")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from datarax.errors import ConfigError
-from datarax.host.counts import check_count
+from datarax.host.counts import check_count, count_words
 from datarax.storage.cache import CacheEntry, ShardCache, given_cache
 from datarax.storage.errors import CacheFullError, RemoteObjectError
 from datarax.storage.fetch import Fetcher
@@ -69,14 +69,17 @@ class _NoRoom(CacheFullError):
     """A read-ahead stood back (a reader needs the room); the reader fetches the file."""
 
 
-class _NoHits:
-    """The counters of a source, but for ``cache_hits`` (taking a file read ahead)."""
+class _HitNoted:
+    """The counters of a source, but for ``cache_hits``: noted (``hit``), not counted."""
 
     def __init__(self, stats: StorageStats) -> None:
         self.stats = stats
+        self.hit = False
 
     def add(self, field: str, amount: float = 1) -> None:
-        if field != "cache_hits":
+        if field == "cache_hits":
+            self.hit = True
+        else:
             self.stats.add(field, amount)
 
 
@@ -137,6 +140,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         self._inflight: dict[int, concurrent.futures.Future[str]] = {}
         self._prefetching: set[int] = set()  # of those, the read-ahead downloads
         self._failed: dict[int, RemoteObjectError] = {}
+        self._taken: set[int] = set()  # files this pass (plan) used or read ahead
         self._pins: collections.Counter[int] = collections.Counter()  # readers on a file
         self._handles = OpenHandles(self.handle_limit)
         self._rechecked: set[int] = set()  # files whose cached copy a failed read checked
@@ -163,10 +167,11 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         """Read ahead for positions ``[start, stop)`` (``indices(a, b)``: the records they
         serve; ``ends[i]``: records in files ``0..i``)."""
         if len(ends) != len(self.objects):
-            raise ConfigError(f"RemoteShards.plan: {len(ends)} record ends for "
-                              f"{len(self.objects)} files.")
+            raise ConfigError(f"RemoteShards.plan: {count_words(len(ends), 'record end')} for "
+                              f"{count_words(len(self.objects), 'file')}.")
         with self._lock:
             self._order = FileOrder(len(self.objects), indices, start, stop, ends)
+            self._taken.clear()  # a new pass: its files' first takes count again
             self._full_at = -2
             self._order.extend(self.ahead)
             idle = self._release_passed()  # files of the last plan this one does not start with
@@ -215,6 +220,14 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
             self._prefetching.add(i)
             self._pool.submit(self._prefetch, i, future)
             running += 1
+
+    def _used(self, i: int, *, hit: bool) -> None:
+        """Note a use of file ``i`` (with the lock held); ``hit``: served by the cache, no
+        download. A hit counts once a pass (plan), and not after the pass downloaded it
+        (the reader taking what its read-ahead took, or taking a file again, is none)."""
+        if hit and i not in self._taken:
+            self._stats.add("cache_hits")
+        self._taken.add(i)
 
     def _notify(self) -> None:
         """Wake the readers waiting for room (called with the lock held)."""
@@ -302,17 +315,18 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         """File ``i`` from the cache: held, or (``ahead``) noted in ``_ahead``."""
         obj = self.objects[i]
         with self._lock:
-            was_ahead = self._ahead.pop(i, None) is not None
-        try:  # a file read ahead is no cache hit when its reader takes it
+            self._ahead.pop(i, None)
+        counts = _HitNoted(self._stats)
+        try:
             entry = self.cache.acquire(obj, functools.partial(self.fetcher.download, obj),
-                                       stats=_NoHits(self._stats) if was_ahead else self._stats,
-                                       spare=self._ahead_paths if ahead else None,
+                                       stats=counts, spare=self._ahead_paths if ahead else None,
                                        last=None if ahead else self._ahead_ranked)
         except RemoteObjectError as err:
             with self._lock:
                 self._failed[i] = err
             raise
         with self._lock:
+            self._used(i, hit=counts.hit)
             old = self._entries.get(i)
             if self._closed or old is not None or ahead:
                 entry.release()
@@ -327,7 +341,8 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         """The local path of file ``i`` (:meth:`local_path`), never released inside the
         block, whatever other readers need."""
         if not 0 <= i < len(self.objects):
-            raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
+            raise IndexError(f"RemoteShards has {count_words(len(self.objects), 'file')}, asked "
+                             f"for {i}.")
         with self._lock:
             self._pins[i] += 1
         try:
@@ -379,6 +394,7 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
                         raise self._failed[i]
                     entry = self._entries.get(i)
                     if entry is not None:
+                        self._used(i, hit=True)
                         return entry.path
                     future = self._inflight.get(i)
                     mine = future is None
@@ -420,10 +436,13 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
         closed (``closer(handle)``, default ``handle.close()``) when idle and over the
         handle limit, or at :meth:`close`. The file stays in the cache while it is open."""
         if not 0 <= i < len(self.objects):
-            raise IndexError(f"RemoteShards has {len(self.objects)} files, asked for {i}.")
+            raise IndexError(f"RemoteShards has {count_words(len(self.objects), 'file')}, asked "
+                             f"for {i}.")
         with self._lock:
             self._pins[i] += 1
             record = self._handles.take(i)
+            if record is not None:
+                self._used(i, hit=True)
         try:
             if record is None:
                 handle = opener(self._claim(i))
@@ -450,8 +469,9 @@ class RemoteShards(ShardRoom, ShardDamage, ReadAheadHold):
             return {self.objects[i].url: str(err) for i, err in self._failed.items()}
 
     def stats(self) -> dict[str, Any]:
-        """:class:`~datarax.storage.retry.StorageStats` counters, plus ``held`` (files this
-        source holds in the cache now) and ``cache_dir``."""
+        """:class:`~datarax.storage.retry.StorageStats` counters (``cache_hits``: files a
+        pass used that the cache already held, each once a pass), plus ``held`` (files
+        this source holds in the cache now) and ``cache_dir``."""
         out = self._stats.snapshot()
         with self._lock:
             out["held"] = len(self._entries)

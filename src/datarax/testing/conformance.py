@@ -28,6 +28,7 @@ import numpy as np
 
 from datarax.core.spec import TextSpec, flatten_fields, validate_batch
 from datarax.errors import SpecMismatchError
+from datarax.host.counts import count_words
 from datarax.testing.resume_checks import (  # the resume clauses live there
     check_direct_read_live,
     check_nnx_state_small,
@@ -64,7 +65,8 @@ def check_epochs(row: SourceRow, num_epochs: int = 3) -> None:
             missing = sorted(set(everything) - set(ids))
             repeated = sorted({i for i in ids if ids.count(i) > 1})
             raise AssertionError(
-                f"{row.name}: epoch {epoch} served {len(ids)} records, expected each of "
+                f"{row.name}: epoch {epoch} served {count_words(len(ids), 'record')}, expected "
+                "each of "
                 f"{row.num_records} once (missing {missing}, repeated {repeated})"
             )
         orders.append(ids)
@@ -90,7 +92,8 @@ def check_shards(row: SourceRow, count: int = 3) -> None:
     for index, ids in enumerate(shares):
         if len(ids) != share:
             raise AssertionError(
-                f"{row.name}: shard {index} of {count} served {len(ids)} records, expected "
+                f"{row.name}: shard {index} of {count} served {count_words(len(ids), 'record')}, "
+                "expected "
                 f"{share} (shares {[len(s) for s in shares]})"
             )
         for i in ids:
@@ -173,6 +176,7 @@ def check_close_releases_threads(row: SourceRow) -> None:
     if left:
         names = sorted(t.name for t in left)
         raise AssertionError(
-            f"{row.name}: {len(left)} thread(s) still alive after closing the iterator and the "
+            f"{row.name}: {count_words(len(left), 'thread')} still alive after closing the "
+            "iterator and the "
             f"source (left: {names})"
         )

@@ -15,6 +15,7 @@ import numpy as np
 
 from datarax.core.batch import batch_length, head_on_host
 from datarax.core.spec import flatten_fields
+from datarax.host.counts import count_words
 from datarax.typing import Batch
 
 Level = Literal["pipeline", "iterator"]
@@ -92,7 +93,8 @@ def compare_batches(expected: list[tuple[int, Batch]], got: list[tuple[int, Batc
         compare_fields(where, e_batch, g_batch)
     if len(expected) != len(got):
         raise AssertionError(
-            f"resumed run handed out {len(got)} batches, the uninterrupted run "
+            f"resumed run handed out {count_words(len(got), 'batch', 'batches')}, the "
+            "uninterrupted run "
             f"{len(expected)}"
         )
 

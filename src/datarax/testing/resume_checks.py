@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from datarax.host.counts import count_words
 from datarax.testing.resume import restore_level, state_of_level, to_host
 from datarax.testing.source_row import Level, SourceRow, compare_row, run_epochs
 from datarax.typing import Batch
@@ -109,7 +110,8 @@ def check_resume(
                     if len(got) != loop_start:
                         raise AssertionError(
                             f"{row.name}: the loop after restoring {restored} gave "
-                            f"{len(got) - loop_start} batch(es); a state taken inside the "
+                            f"{count_words(len(got) - loop_start, 'batch', 'batches')}; a "
+                            "state taken inside the "
                             "for after an epoch's last batch restores to an empty pass"
                         )
                     epoch, empty_epoch = empty_epoch + 1, None
@@ -199,7 +201,8 @@ def check_restore_live(
         iterator.close()
     if len(got) != len(expected):
         raise AssertionError(
-            f"{row.name}: the epoch restored in place gave {len(got)} batches, the "
+            f"{row.name}: the epoch restored in place gave "
+            f"{count_words(len(got), 'batch', 'batches')}, the "
             f"uninterrupted one {len(expected)}"
         )
     for k, (want, have) in enumerate(zip(expected, got)):
@@ -212,7 +215,7 @@ def check_direct_read_live(row: SourceRow, passes: int = 6) -> None:
 
     With a read-ahead worker, ``passes`` passes race the worker for the reader."""
     with row.built() as reference:
-        if reference.source.kind.name == "INDEXED":
+        if reference.plan.reading.compiled:
             raise ValueError(f"{row.name}: check_direct_read_live is for host and stream sources")
         expected = [i for b in run_epochs(reference, 1)[0] for i in row.record_ids(b)]
     with row.built() as pipeline:
@@ -292,7 +295,8 @@ def check_nnx_state_small(row: SourceRow, batches: int = 2) -> None:
         iterator = iter(pipeline)
         for step in range(batches):
             if next(iterator, None) is None:
-                raise AssertionError(f"{row.name}: the first epoch ended after {step} batches")
+                raise AssertionError(f"{row.name}: the first epoch ended after "
+                                     f"{count_words(step, 'batch', 'batches')}")
         state = nnx.state(pipeline)
         for path, leaf in jax.tree_util.tree_leaves_with_path(state):
             name = jax.tree_util.keystr(path)
@@ -304,7 +308,8 @@ def check_nnx_state_small(row: SourceRow, batches: int = 2) -> None:
             if np.size(leaf) >= row.num_records and not row.data_in_state:
                 raise AssertionError(
                     f"{row.name}: nnx.state(pipeline) leaf {name} holds {np.size(leaf)} "
-                    f"values, as many as the dataset ({row.num_records} records); data is "
+                    f"values, as many as the dataset ({count_words(row.num_records, 'record')}); "
+                    "data is "
                     "not state"
                 )
         iterator.close()

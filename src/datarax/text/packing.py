@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from datarax.core.errors import ConfigError, StateError
-from datarax.dataset.write_outcome import count_words
+from datarax.host.counts import count_words
 
 MODES = ("first_fit", "best_fit", "concat")
 FIELDS = ("tokens", "segment_ids", "positions", "targets", "loss_mask")

@@ -191,9 +191,12 @@ class PackedTextSource(StreamSource):
             self.seek(epoch, 0)
             self._text.open_fresh(epoch)
 
-    def _moved(self) -> None:
-        super()._moved()
-        self._text.sought = self.datarax_position.where()  # for a past-the-end message
+    def seek(self, epoch: int, index: int = 0) -> None:
+        """Stand at row ``index`` of pass ``epoch``; one past the pass's end is refused on
+        the next read, worded as this seek (a wrapper's stand or a re-seek in place after
+        ``nnx.update`` keeps the restored wording)."""
+        super().seek(epoch, index)
+        self._text.sought = self._sought()
 
     def close_epoch(self) -> None:
         """Release the reader; the position is kept (the next read re-derives the pass)."""
@@ -261,4 +264,5 @@ class PackedTextSource(StreamSource):
             self._text.direct()
             self._text.snapshot = (epoch, index, extra) if extra else None
             self.seek(epoch, index)
+            self._text.sought = None  # a restore: past the end is worded as one, now and later
             self._text.follow(epoch, index, restoring=True)  # a foreign state fails here

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from datarax.core.errors import ConfigError
 from devices_sources import host, make_pipeline
 
 
@@ -46,3 +48,23 @@ def test_scan_with_sharding_over_eight_devices_compiles_once():
     chunks = [np.asarray(pipeline.scan(counted, length=2)) for _ in range(3)]
     assert len(traced) == 1
     assert np.concatenate(chunks)[:, 0].tolist() == [0, 32, 64, 96, 0, 32]
+
+
+def test_scan_over_a_mesh_of_explicit_axes_splits_the_batch_as_iteration_does():
+    from jax.sharding import AxisType
+
+    want = [host(b) for b in make_pipeline("indexed", 32, 16, shuffle=True)]
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit, AxisType.Auto))
+    pipeline = make_pipeline("indexed", 32, 16, shuffle=True, sharding=(mesh, P("data", "model")))
+    out = pipeline.scan(echo, length=2)
+    for i, batch in enumerate(want):
+        for name, value in batch.items():
+            np.testing.assert_array_equal(np.asarray(out[name][i]), value, err_msg=name)
+    assert {s.data.shape for s in out["y"].addressable_shards} == {(2, 4, 2)}  # steps, rows, cols
+    # one dimension over an Explicit and an Auto axis: iteration places it, scan refuses
+    mixed = make_pipeline("indexed", 32, 16, sharding=(mesh, P(("data", "model"))))
+    with pytest.raises(ConfigError, match=r"splits one dimension over mesh axes \['data', "
+                       r"'model'\] of different types"):
+        mixed.scan(echo, length=2)
+    assert (mixed.epoch, mixed.position) == (0, 0)
+    assert next(iter(mixed))["x"].sharding.spec == P(("data", "model"))

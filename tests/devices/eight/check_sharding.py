@@ -131,6 +131,11 @@ def test_a_stream_short_last_batch_is_refused_when_it_comes():
     ((mesh_2d(), P(("data", "model"), "model")), "names mesh axis 'model' twice; a mesh axis "
      "splits one dimension at most (the batch axis is the first entry's)"),
     ((mesh_2d(), P(None, "data")), "does not split the batch axis: its first entry"),
+    (jax.sharding.SingleDeviceSharding(jax.devices()[1]), "got SingleDeviceSharding. To put "
+     "every batch on one device, leave sharding= out and iterate under `with "
+     "jax.default_device(device):`"),
+    (mesh_1d(), "got Mesh. Name the mesh axis the batch is split over: (mesh, "
+     "PartitionSpec('data'))."),
 ])
 def test_bad_sharding_is_refused(bad, message):
     with pytest.raises(ConfigError) as err:

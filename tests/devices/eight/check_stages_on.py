@@ -99,3 +99,23 @@ def test_host_stages_then_the_mesh(kind):
             assert a[k].sharding.is_equivalent_to(b[k].sharding, a[k].ndim)
             assert {d.id for d in a[k].devices()} == {4, 5, 6, 7}
             np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+
+
+@pytest.mark.parametrize("kind", ["indexed", "host"])
+def test_host_stages_under_a_loop_mesh(kind):
+    # jax.set_mesh around the loop names the accelerators; the host step runs on the CPU
+    # without it (was: JAX refused the CPU arguments against the context mesh's devices)
+    from jax.sharding import AxisType, NamedSharding
+
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+    want = [host(b) for b in build(kind, "device", drop_remainder=True)]
+    with jax.set_mesh(mesh):
+        plain = list(build(kind, "host", drop_remainder=True))
+        split = list(build(kind, "host", drop_remainder=True, sharding=(mesh, P("data"))))
+    assert len(plain) == len(split) == len(want) == 5
+    for a, b, w in zip(plain, split, want):
+        assert devices_of(a) == {jax.devices()[0]}  # the default device: no sharding=
+        assert b["x"].sharding == NamedSharding(mesh, P("data"))
+        for k in w:
+            np.testing.assert_array_equal(np.asarray(a[k]), w[k], err_msg=k)
+            np.testing.assert_array_equal(np.asarray(b[k]), w[k], err_msg=k)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from datarax.core.errors import ConfigError, DataraxError
-from datarax.host.counts import python_ints
+from datarax.host.counts import count_words, python_ints
 from datarax.operators.image._base import (
     ImageOperator,
     Range,
@@ -116,7 +116,8 @@ def require_rgb(op: ImageOperator, image: Any) -> None:
     if image.shape[-1] != 3:
         raise DataraxError(
             f"{type(op).__name__} '{op.name}': field '{op.config.field}' holds images with "
-            f"{image.shape[-1]} channel(s); it works on RGB images (3 channels). Leave it "
+            f"{count_words(image.shape[-1], 'channel')}; it works on RGB images (3 channels). "
+            "Leave it "
             "out for one-channel images, or convert them to RGB first."
         )
 
@@ -196,7 +197,8 @@ class Normalize(ImageOperator):
                 f"for all), got {mean!r}, {std!r}."
             )
         if len(m) != len(s):
-            raise ConfigError(f"Normalize: mean has {len(m)} values but std has {len(s)}.")
+            raise ConfigError(f"Normalize: mean has {count_words(len(m), 'value')} but std has "
+                              f"{len(s)}.")
         if not all(math.isfinite(v) for v in m + s):
             raise ConfigError(f"Normalize: mean and std must be finite, got {mean!r}, {std!r}.")
         if any(not v > 0 for v in s):
@@ -210,7 +212,8 @@ class Normalize(ImageOperator):
         if mean.shape[0] not in (1, image.shape[-1]):
             raise ConfigError(
                 f"Normalize '{self.name}': {mean.shape[0]} mean/std values for images with "
-                f"{image.shape[-1]} channel(s) in field '{self.config.field}'; give one value "
+                f"{count_words(image.shape[-1], 'channel')} in field '{self.config.field}'; give "
+                "one value "
                 f"per channel ({image.shape[-1]}) or one value for all."
             )
         big = [v for v in self.param("mean") if v > 1]

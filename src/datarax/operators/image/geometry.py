@@ -13,6 +13,7 @@ from flax import nnx
 from datarax.core import draws
 from datarax.core.errors import ConfigError
 from datarax.host.counts import python_ints
+from datarax.host.crop_boxes import fallback_box
 from datarax.operators.image._base import (
     ImageOperator,
     Range,
@@ -257,29 +258,12 @@ class ResizedCrop(_BoxResize):
         return resize_plan(y, x, h, w, shape, self.param("size"), self.param("antialias"))
 
 
-def fallback_box(height: int, width: int, low: float, high: float) -> tuple[int, int, int, int]:
-    """``(y, x, h, w)`` when no candidate fits: the centred box of the whole image's width
-    or height at the nearest allowed aspect ratio (torchvision's ``RandomResizedCrop``).
-
-    Example:
-        >>> fallback_box(10, 40, 3 / 4, 4 / 3), fallback_box(10, 12, 3 / 4, 4 / 3)
-        ((0, 13, 10, 13), (0, 0, 10, 12))
-    """
-    if width / height < low:
-        h = min(height, max(1, round(width / low)))
-        return (height - h) // 2, 0, h, width
-    if width / height > high:
-        w = min(width, max(1, round(height * high)))
-        return 0, (width - w) // 2, height, w
-    return 0, 0, height, width
-
-
 class RandomResizedCrop(_BoxResize):
     """Crop a random box of random area share and aspect ratio; resize it to ``size``.
 
     Of ten candidates (area share ``~ U(scale)``, ``log(ratio) ~ U(log ratio)``) the first
     that fits is used, at a uniformly random position; if none fits, the centred
-    :func:`fallback_box` (as torchvision).
+    :func:`~datarax.host.crop_boxes.fallback_box` (as torchvision).
     """
 
     ATTEMPTS = 10

@@ -16,14 +16,15 @@ from datarax.core.dtypes import Records, record_number
 from datarax.core.errors import DataraxError, RecordError
 from datarax.core.position import past_the_end
 from datarax.core.spec import describe_field, field_spec
+from datarax.host.counts import count_words
 from datarax.sources.hf.arrow import table_to_columns
 from datarax.sources.hf.config import HFConfig
 from datarax.sources.hf.locate import unreadable_cause
 from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions
-from datarax.sources.skip_ledger import ErrorPolicy, SkipLedger, SkippedRecord
+from datarax.sources.skip_ledger import ErrorPolicy, LedgerReads, SkipLedger, SkippedRecord
 
 
-class StreamReader:
+class StreamReader(LedgerReads):
     """The open pass of ``source`` (its ``config``, ``shard`` and ``element_spec()``):
     Arrow chunks, sharded in whole rounds as every stream is, and converted.
 
@@ -176,15 +177,6 @@ class StreamReader:
             self.read_to = read.end
         return read
 
-    @property
-    def skipped(self) -> int:
-        """Bad records before :attr:`position` this pass (``on_error="skip"``)."""
-        return self.ledger.skipped
-
-    def skipped_records(self) -> list[SkippedRecord]:
-        """Reports of records skipped so far (first ``MAX_REPORTS``), in order."""
-        return list(self.ledger.reports)
-
     def _next_table(self) -> tuple[Any, np.ndarray, np.ndarray] | None:
         """The next non-empty Arrow chunk of this shard, its stream positions and its
         ordinals among this shard's records."""
@@ -210,17 +202,15 @@ class StreamReader:
                 self._ordinal += len(positions)
                 return table, positions, ordinals
 
+    def _columns(self, table: Any, first_record: Any) -> dict[str, np.ndarray]:
+        """``table``'s records (from stream position ``first_record``) as checked columns."""
+        return table_to_columns(table, self._keys, self._source.config, _WHERE,
+                                first_record=first_record, features=self._dataset.features)
+
     def _set_chunk(self, table: Any, positions: np.ndarray, ordinals: np.ndarray) -> None:
         source = self._source
         try:
-            columns = table_to_columns(
-                table,
-                self._keys,
-                source.config,
-                _WHERE,
-                first_record=positions,
-                features=self._dataset.features,
-            )
+            columns = self._columns(table, positions)
             if self._policy.skips:
                 check_spec(columns, source.element_spec())
         except Exception as err:  # noqa: BLE001 - located per record below
@@ -249,14 +239,7 @@ class StreamReader:
         keep = np.zeros(len(positions), bool)
         for i, (position, ordinal) in enumerate(zip(positions.tolist(), ordinals.tolist())):
             try:
-                columns = table_to_columns(
-                    table.slice(i, 1),
-                    self._keys,
-                    source.config,
-                    _WHERE,
-                    first_record=position,
-                    features=self._dataset.features,
-                )
+                columns = self._columns(table.slice(i, 1), position)
                 check_spec(columns, source.element_spec())
             except Exception as err:  # noqa: BLE001 - counted and reported
                 try:  # past the skip budget the ledger raises
@@ -349,7 +332,7 @@ def unreadable(config: HFConfig, epoch: int, records: int, err: BaseException) -
     name = config.name if config.name is not None else config.data_files
     return RecordError(
         f"{_WHERE}: cannot read split {config.split!r} of dataset {name!r} (epoch {epoch}) "
-        f"after {records} records: {unreadable_cause(err)}"
+        f"after {count_words(records, 'record')}: {unreadable_cause(err)}"
     )
 
 

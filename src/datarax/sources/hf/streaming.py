@@ -191,8 +191,7 @@ class HFStreamingSource(SkipCounts, StreamSource):
 
     def _exhausted(self) -> bool:
         """Direct iteration (``for record in source``) over a finished source restarts it."""
-        epochs = self._direct_passes()
-        return self._reader.ended and epochs >= 0 and self.epoch >= epochs - 1
+        return self._reader.ended and self._last_direct_pass()
 
     def close_epoch(self) -> None:
         """Release the open stream (the position is kept; reading re-opens and skips)."""

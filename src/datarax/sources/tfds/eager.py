@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from flax import nnx
 
+from datarax.core.batch import batch_length
 from datarax.core.dtypes import fit_column
 from datarax.core.errors import DataraxError, RecordError
 from datarax.core.spec import flatten_fields
@@ -116,6 +117,6 @@ def _load_with_tensorflow(config: TFDSConfig, where: str) -> dict[str, np.ndarra
             columns[key] = decode_text(text) if key in decoder.utf8 else text
         else:
             columns[key] = fit_column(key, value, where=where, cast_float64=config.cast_float64)
-    if not columns or len(next(iter(columns.values()))) == 0:
+    if batch_length(columns) == 0:
         raise empty_split(config, where)
     return columns
