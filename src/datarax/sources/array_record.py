@@ -289,8 +289,6 @@ class ArrayRecordSourceModule(RandomAccessSource):
         if total == 0:
             raise RecordError(f"ArrayRecordSourceModule: the files {files} hold no records; name "
                               "files that hold some (or write records into them).", path=files[0])
-        self._files = nnx.static(tuple(files))
-        self._ends = nnx.static(tuple(np.cumsum(counts).tolist()))
         self._files_digest = nnx.static(files_digest(files, counts))
         # remote files not cached yet: their first records by byte range, while they download
         head = None if remote is None else HeadStart(
@@ -312,7 +310,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             decode_batch=decode_batch,
             # not self.locate: the reader (its decode processes) would keep the source
             # alive in a cycle, ended only by the garbage collector
-            locate=functools.partial(_locate, self._files, self._ends),
+            locate=functools.partial(_locate, self._data.files, self._data.ends),
             num_threads=num_threads,
             read_ahead=read_ahead,
             max_chunk=window_chunk(remote, blocks, config.shuffle_window),
@@ -339,11 +337,11 @@ class ArrayRecordSourceModule(RandomAccessSource):
     @property
     def paths(self) -> list[str]:
         """The files read, in record-numbering order."""
-        return list(self._files)
+        return list(self._data.files)
 
     def locate(self, index: int) -> tuple[str, int]:
         """``(file, index_in_file)`` of stable record ``index``."""
-        return _locate(self._files, self._ends, index)
+        return _locate(self._data.files, self._data.ends, index)
 
     # ---------------------------------------------------------------- hooks
     def read_records(self, indices: Sequence[int]) -> list[bytes]:
@@ -389,7 +387,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
                                         block_bytes=None if blocks is None else blocks.block_bytes)
         if self._remote is not None and not self._ranged:  # read ahead the files (blocks)
             start = self.index if epoch == self.epoch else 0
-            ends = self._ends if blocks is None else blocks.ends.tolist()
+            ends = self._data.ends if blocks is None else blocks.ends.tolist()
             if self._data.head is not None and not self.host_reader.active:
                 self._data.head.arm()  # a pass starts (or resumes): ranged reads until cached
             self._remote.plan(order.indices, start, order.size, ends)  # (after them)
@@ -426,7 +424,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
             epoch = saved_count(state, "current_epoch", where, default=0)
             check_shuffled(state, self.epoch_order(epoch).describe(),
                            self.config.shuffle_files, where)
-        check_files(state, self._files_digest, self._files, where)
+        check_files(state, self._files_digest, self._data.files, where)
         super().set_state(state)
 
     def order_settings(self) -> dict[str, Any]:

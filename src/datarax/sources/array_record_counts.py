@@ -16,6 +16,7 @@ from datarax.core.errors import RecordError
 from datarax.dataset.metadata import DatasetInfo
 from datarax.host.counts import count_words
 from datarax.sources.array_record_files import array_record_reader
+from datarax.sources.open_readers import TooManyOpenFiles
 from datarax.storage import RemoteShards
 from datarax.storage.array_record_ranges import ranged_count
 
@@ -35,6 +36,8 @@ def _count_one(path: str) -> int:
             cause = "the reader could not open it"
         except Exception as err:  # noqa: BLE001
             cause = str(err) or "the reader could not open it"
+        if "Too many open files" in cause:  # the process's limit, not the file
+            raise TooManyOpenFiles(path, cause)
         raise _not_array_record(path, cause)
     count = int(reader.num_records())
     reader.close()

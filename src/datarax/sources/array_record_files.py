@@ -1,19 +1,21 @@
 """``ArrayRecordFiles``: the records of a set of ArrayRecord files, read in batches.
 
-One random-access ``ArrayRecordReader`` per file, opened on first use; records are
+One random-access ``ArrayRecordReader`` per file, opened on first use, at most a
+bounded number open at once (:mod:`~datarax.sources.open_readers`); records are
 numbered across the files in their order. :mod:`datarax.sources.array_record` reads
 through it.
 """
 
 from __future__ import annotations
 
-import threading
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from datarax.extras import require  # not core.extras: decode workers load no JAX
+from datarax.sources.open_readers import OpenReaders, TooManyOpenFiles, default_limit
 from datarax.storage import RemoteShards
 from datarax.storage.blocks import FileBlocks, open_block
 from datarax.storage.head_start import HeadStart
@@ -37,8 +39,11 @@ class ArrayRecordFiles:
 
     One array_record ``ArrayRecordReader`` per file (the options Grain's data source
     uses), opened on first use and shared by the reader threads (its reads release
-    Python's lock). A batch's keys are grouped by file: one ``read(positions)`` per
-    file touched, on the calling thread. A file that cannot be opened raises at the
+    Python's lock); at most ``max_open`` are open at once (default: a quarter of the
+    process's open-file limit), the least recently used closed to open another, so
+    thousands of shards read in a shuffled order do not run out of file descriptors.
+    A batch's keys are grouped by file: one ``read(positions)`` per file touched, on
+    the calling thread. A file that cannot be opened raises at the
     read (the source names it and the record); a later read tries again. It pickles
     as its file list (a worker process opens its own readers). Remote files not in the
     cache yet are read by byte range while they download (``head``: a
@@ -59,15 +64,15 @@ class ArrayRecordFiles:
 
     def __init__(self, files: Sequence[str], counts: Sequence[int],
                  remote: RemoteShards | None = None, head: HeadStart | None = None,
-                 blocks: FileBlocks | None = None) -> None:
+                 blocks: FileBlocks | None = None, max_open: int | None = None) -> None:
         self.files = tuple(files)
         self.counts = tuple(int(c) for c in counts)
         self.__setstate__({"files": self.files, "counts": self.counts, "remote": remote,
-                           "head": head, "blocks": blocks})
+                           "head": head, "blocks": blocks, "max_open": max_open})
 
     def __getstate__(self) -> dict[str, Any]:
         return {"files": self.files, "counts": self.counts, "remote": self.remote,
-                "head": self.head, "blocks": self.blocks}
+                "head": self.head, "blocks": self.blocks, "max_open": self.max_open}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.files, self.counts = state["files"], state["counts"]
@@ -76,21 +81,19 @@ class ArrayRecordFiles:
         self.blocks = state.get("blocks")  # remote's objects are these blocks of the files
         self._ends = np.cumsum(np.asarray(self.counts, dtype=np.int64))
         self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
-        self._readers: list[Any] = [None] * len(self.files)
-        self._lock = threading.Lock()
+        self.ends = tuple(self._ends.tolist())  # record numbers where each file ends
+        self.max_open = state.get("max_open")  # None: the process's limit (read there)
+        self._readers = OpenReaders(functools.partial(_open_nth, self.files), _close_reader,
+                                    self.max_open if self.max_open is not None
+                                    else default_limit())
 
     def __len__(self) -> int:
         return int(self._ends[-1])
 
-    def _reader(self, f: int) -> Any:
-        reader = self._readers[f]
-        if reader is None:
-            with self._lock:
-                reader = self._readers[f]
-                if reader is None:
-                    reader = _open_reader(self.files[f])
-                    self._readers[f] = reader
-        return reader
+    @property
+    def open_files(self) -> int:
+        """Local files open now (at most ``max_open`` not being read)."""
+        return self._readers.open_count
 
     def __getitem__(self, index: int) -> bytes:
         return self.__getitems__([index])[0]
@@ -104,11 +107,12 @@ class ArrayRecordFiles:
         if self.head is None and len(keys_np) and file_of[0] == file_of[-1] \
                 and (file_of == file_of[0]).all():
             return list(self._read(int(file_of[0]), within.tolist()))  # one file: in order
-        # each file's records (in key order) scattered into their slots at C speed
+        # each file's records (in key order) scattered into their slots at C speed; the
+        # work grows with the keys, not with the files (thousands of shards)
         by_file = np.argsort(file_of, kind="stable")
-        bounds = np.searchsorted(file_of[by_file], np.arange(len(self.files) + 1)).tolist()
-        groups = {f: by_file[bounds[f]:bounds[f + 1]] for f in range(len(self.files))
-                  if bounds[f] != bounds[f + 1]}
+        touched, first = np.unique(file_of[by_file], return_index=True)
+        bounds = [*first.tolist(), len(by_file)]
+        groups = {f: by_file[bounds[i]:bounds[i + 1]] for i, f in enumerate(touched.tolist())}
         ranged = {} if self.head is None else self.head.read(
             {f: within[slots].tolist() for f, slots in groups.items()})
         out = np.empty(len(keys_np), dtype=object)
@@ -148,7 +152,7 @@ class ArrayRecordFiles:
         opener = open_block(blocks, b, self.files[f])
 
         def read() -> list[bytes]:
-            with remote.open(b, opener, _close_block) as reader:
+            with remote.open(b, opener, _close_reader) as reader:
                 return reader.read(positions)
 
         out[slots] = remote.reading(b, read)  # a copy damaged on disk: fetched again
@@ -163,7 +167,7 @@ class ArrayRecordFiles:
                     return reader.read(positions)
 
             return remote.reading(f, read)  # a copy damaged on the local disk: fetched again
-        return self._reader(f).read(positions)
+        return self._readers.read(f, lambda reader: reader.read(positions))
 
     def stop(self) -> None:
         """Stop the downloads (read-ahead's and the readers' own) at their next request or
@@ -179,24 +183,21 @@ class ArrayRecordFiles:
             self.head.close()
         if self.remote is not None:
             self.remote.close()
-        with self._lock:
-            readers, self._readers = self._readers, [None] * len(self.files)
-        for reader in readers:
-            if reader is not None:
-                try:
-                    reader.close()
-                except Exception:  # noqa: BLE001, S110 - see the docstring
-                    pass
+        self._readers.close()
 
 
 
-def _close_block(reader: Any) -> None:
+def _close_reader(reader: Any) -> None:
     reader.close()
 
 
 #: bytes each read of a file pulls in at least: one page keeps random reads of small
 #: records cheap, and sequential reads no slower (docs/benchmarks.md)
 READ_BUFFER_BYTES = 4096
+
+
+def _open_nth(files: Sequence[str], f: int) -> Any:
+    return _open_reader(files[f])
 
 
 def _open_reader(path: str) -> Any:
@@ -210,5 +211,7 @@ def _open_reader(path: str) -> Any:
         cause = "the reader could not open it"
     except Exception as err:  # noqa: BLE001 - the reader's reason, raised below
         cause = str(err) or "the reader could not open it"
+    if "Too many open files" in cause:  # the process's limit, not the file: raised, not skipped
+        raise TooManyOpenFiles(path, cause)
     raise OSError(f"cannot open the file: {cause}")
 

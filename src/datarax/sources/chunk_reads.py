@@ -33,6 +33,7 @@ import numpy as np
 from datarax.errors import ConfigError, RecordError, SourceChangedError
 from datarax.sources.decoded_records import DecodedRecords, KeyedRecord, keyed, stack_values
 from datarax.sources.error_policy import ErrorPolicy
+from datarax.sources.open_readers import TooManyOpenFiles
 from datarax.storage.errors import CacheFullError, RemoteStoreError
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 # failures of this machine, the store, the install (a missing package) or a file written
 # over while read, not of a record: they stop the read under every on_error policy
 NOT_A_RECORD: tuple[type[Exception], ...] = (
-    CacheFullError, RemoteStoreError, ImportError, SourceChangedError)
+    CacheFullError, RemoteStoreError, ImportError, SourceChangedError, TooManyOpenFiles)
 
 #: a batched read covers about this many bytes of decoded records, in whole batches
 CHUNK_BYTES = 16 << 20

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,6 +95,10 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     when = "" if epoch is None else f" (epoch {epoch})"
     if isinstance(cause, RemoteObjectError):  # a file gone or changed: its text says what to do
         hint = ""
+    elif isinstance(cause, OSError) and cause.errno == errno.EMFILE:  # not the file's fault
+        hint = ("The file is fine: the process has as many files open as its limit allows "
+                "(ulimit -n); raise the limit (e.g. ulimit -n 4096 in the shell that starts "
+                "the program) or close the sources you are done with.")
     elif skipping:  # skipping already (no record of the first few decodes)
         hint = "Fix or regenerate the file, or the decode if it is what raised."
     elif isinstance(cause, NarrowingError):  # a setting to change, not a broken file
