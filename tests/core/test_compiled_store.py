@@ -350,6 +350,19 @@ def test_the_on_off_variable_takes_its_words_and_refuses_any_other(store, monkey
         compiled_store.stored_jit(_affine)(np.arange(2, dtype=np.float32), np.float32(2))
 
 
+def test_the_switch_is_refused_with_several_devices_too(store, monkeypatch):
+    x = np.arange(4, dtype=np.float32)
+    lowered = jax.jit(_affine).lower(x, np.float32(2))
+    monkeypatch.setattr(compiled_store.jax, "device_count", lambda: 2)  # the store is skipped
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE", "disable")
+    with pytest.raises(ValueError, match=r"^DATARAX_COMPILE_CACHE='disable' is neither on nor off"):
+        compiled_store.compile_lowered(lowered, (x, np.float32(2)))
+    monkeypatch.setenv("DATARAX_COMPILE_CACHE", "1")
+    compiled = compiled_store.compile_lowered(lowered, (x, np.float32(2)))
+    assert compiled(x, np.float32(2)).tolist() == [1, 3, 5, 7]
+    assert not store.exists()  # several devices: nothing stored
+
+
 def test_a_folder_given_with_a_tilde_or_relative_is_made_absolute(monkeypatch, tmp_path):
     monkeypatch.delenv("DATARAX_COMPILE_CACHE", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -26,6 +26,7 @@ from datarax.core.compiled_store import counts
 from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import SpecMismatchError
+from datarax.errors import ConfigError
 from datarax.pipeline import Pipeline
 from datarax.pipeline import compile_ahead as compile_ahead_module
 from datarax.pipeline.dispatch import IndexedDispatch
@@ -183,6 +184,19 @@ def test_batches_are_those_compiled_without_the_thread(stages, monkeypatch):
     ahead = [np.asarray(b["x"]).tobytes() for b in _pipeline(stages, n=11)]
     _join_ahead()
     assert ahead == plain
+
+
+def test_a_switch_value_neither_on_nor_off_is_refused_when_the_pipeline_is_built(monkeypatch):
+    before = set(_ahead_threads())
+    monkeypatch.setenv("DATARAX_COMPILE_AHEAD", "disable")  # meant as off: not read as on
+    with pytest.raises(ConfigError, match=r"^DATARAX_COMPILE_AHEAD='disable' is neither on nor "
+                                          r"off: set it to 0 \(also false, off, no\) to turn it "
+                                          r"off, or 1 \(or leave it unset\) to keep it on\.$"):
+        _pipeline([])
+    assert [t for t in _ahead_threads() if t not in before] == []
+    monkeypatch.setenv("DATARAX_COMPILE_AHEAD", " Off ")
+    assert [b["x"].shape[0] for b in _pipeline([])] == [4, 4, 2]
+    assert [t for t in _ahead_threads() if t not in before] == []
 
 
 def _failing(batch):

@@ -336,8 +336,9 @@ def _trim(folder: Path, keep: Path | None) -> None:
 
 def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
     """The executable of ``lowered``: loaded from the store, else compiled and stored."""
-    # one device only: with several, a loaded executable may expect other input shardings
-    folder = _private_folder() if jax.device_count() == 1 else None
+    # one device only: with several, a loaded executable may expect other input shardings;
+    # the switch is read (and a bad value refused) either way
+    folder = _private_folder() if cache_dir() and jax.device_count() == 1 else None
     path = None
     text = lowered.as_text()
     if folder is not None:

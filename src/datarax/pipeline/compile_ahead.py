@@ -22,11 +22,11 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import traceback
 
 from datarax.core.errors import DataraxError
+from datarax.host.settings import switched_on
 from datarax.pipeline.ahead import consumer_settings
 from datarax.pipeline.devices import stage_mesh
 from datarax.pipeline.dispatch import IndexedDispatch
@@ -79,7 +79,7 @@ def _exiting() -> bool:
 def compile_ahead(context: PassContext, at: int | None) -> CompileAhead | None:
     """Start compiling the first pass's programs on a thread (``at``: the filter's stage)
     and hand its :class:`CompileAhead` to ``session.ahead``; None where nothing is."""
-    if os.environ.get("DATARAX_COMPILE_AHEAD", "1").strip().lower() in ("0", "false", "off", "no"):
+    if not switched_on("DATARAX_COMPILE_AHEAD"):
         return None
     if not context.reading.compiled:
         return None
