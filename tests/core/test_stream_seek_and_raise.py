@@ -8,7 +8,8 @@ from flax import nnx
 from datarax.core.errors import StateError
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.stream import StreamSource, StructuralConfig
-from datarax.sources import ShuffleBufferSource
+from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig, ShuffleBufferSource
+from datarax.sources.skip_ledger import SkipCounts
 
 
 class Gen(StreamSource):
@@ -91,6 +92,37 @@ def test_a_wrappers_position_past_its_child_streams_end_is_worded_as_restored():
     wrapper.seek(0, 9)
     with pytest.raises(StateError, match=RESTORED):
         wrapper.get_batch_with_indices(2)
+
+
+class CountingGen(Gen, SkipCounts):
+    """A stream that says it holds 8 records (it yields ``n``) and whose skip state
+    carries more than its total, as a source built from others does."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self._init_skips()
+
+    def length_or_reason(self):
+        return 8
+
+    def skip_state(self):
+        return {"skipped": self._skips(), "detail": 0}
+
+
+def test_a_concatenation_restored_past_its_stream_parts_end_keeps_the_restored_wording():
+    def concat():
+        first = MemorySource(MemorySourceConfig(), {"x": np.arange(2, dtype=np.int32)})
+        return ConcatSource([first, CountingGen(5)])
+
+    saved = concat()
+    assert saved.get_batch_with_indices(4)[0]["x"].tolist() == [0, 1, 0, 1]
+    state = saved.get_state()
+    assert state["part_skips"] == {"skipped": 0, "detail": 0}  # the part is sought on restore
+    restored = concat()
+    restored.set_state({**state, "current_index": 9})  # part 1 at 7: its stream holds 5
+    with pytest.raises(StateError, match=r"^CountingGen: the restored position says 7 records "
+                                         r"of pass 0 were handed out"):
+        restored.get_batch_with_indices(2)
 
 
 def test_a_seek_back_inside_the_pass_after_one_past_its_end_reads_from_there():

@@ -43,7 +43,7 @@ from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.lengths import LengthIfKnown, stable_index_bound, stable_index_span
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
-from datarax.core.position import saved_counts
+from datarax.core.position import saved_counts, seeking_for_owner
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, read_at, reading_of
 from datarax.core.spec import checked_spec
 from datarax.core.stream import StreamPass
@@ -444,7 +444,8 @@ class ConcatSource(LengthIfKnown, ChildSources, SkipCounts, DataSourceModule):
                 "dict get_state() returned.",
                 field="part_skips",
             )
-        self.parts[place[0]].seek(self.epoch, place[1])  # the part stands there with them
+        with seeking_for_owner():  # the part stands where this restored position says
+            self.parts[place[0]].seek(self.epoch, place[1])
         self.parts[place[0]].restore_skip_state(part_skips)
 
     def _by_part(self, state: Mapping[str, Any]) -> list[int]:
