@@ -105,18 +105,19 @@ def placement_for(sharding: Any, batch_size: int, last_records: int | None) -> B
     """
     placement = BatchPlacement.of(sharding)
     split = placement.local_split
+    devices = count_words(split, "device")
     if batch_size % split:
         raise ConfigError(
-            f"Pipeline batch_size={batch_size} does not split over this process's {split} "
-            f"device(s) on mesh axes {list(placement.batch_axes)}; use a batch size "
-            f"divisible by {split}."
+            f"Pipeline batch_size={batch_size} does not split over this process's {devices} "
+            f"on mesh axes {list(placement.batch_axes)}; use a batch size divisible by {split}."
         )
-    if last_records is not None and last_records % batch_size % split:
+    last = None if last_records is None else last_records % batch_size
+    if last is not None and last % split:
         raise ConfigError(
             f"Pipeline sharding: the last batch of each epoch holds "
-            f"{count_words(last_records % batch_size, 'record')} ({last_records} in this shard), "
-            "which do "
-            f"not split over this process's {split} device(s); set drop_remainder=True."
+            f"{count_words(last, 'record')} ({last_records} in this shard), which "
+            f"{'does' if last == 1 else 'do'} not split over this process's {devices}; "
+            "set drop_remainder=True."
         )
     return placement
 

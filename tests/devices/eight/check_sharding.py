@@ -100,13 +100,13 @@ def test_prefetched_batches_wait_already_placed():
 
 def test_batch_size_that_does_not_split_is_refused():
     with pytest.raises(ConfigError, match=r"batch_size=12 does not split over this process's 8 "
-                       r"device\(s\) on mesh axes \['data'\]; use a batch size divisible by 8\."):
+                       r"devices on mesh axes \['data'\]; use a batch size divisible by 8\."):
         make_pipeline("indexed", 40, 12, sharding=(mesh_1d(), P("data")))
 
 
 def test_short_last_batch_that_does_not_split_is_refused():
     with pytest.raises(ConfigError, match=r"last batch of each epoch holds 4 records \(20 in "
-                       r"this shard\), which do not split over this process's 8 device\(s\); "
+                       r"this shard\), which do not split over this process's 8 devices; "
                        r"set drop_remainder=True\."):
         make_pipeline("host", 20, 8, sharding=(mesh_1d(), P("data")))
     # a last batch that divides is fine: 24 = 16 + 8
