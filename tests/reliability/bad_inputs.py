@@ -3436,6 +3436,9 @@ simple("compile-cache-bytes-negative", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=-1", 
 simple("compile-cache-switch-garbage", SEEDS, "DATARAX_COMPILE_CACHE=disable", ConfigError,
        "DATARAX_COMPILE_CACHE='disable' is neither on nor off",
        _first_batch_with_env("DATARAX_COMPILE_CACHE", "disable"))
+simple("compile-ahead-switch-garbage", SEEDS, "DATARAX_COMPILE_AHEAD=disable", ConfigError,
+       "DATARAX_COMPILE_AHEAD='disable' is neither on nor off",
+       _first_batch_with_env("DATARAX_COMPILE_AHEAD", "disable"))
 simple("pipeline-seed-key-array", SEEDS, "seed=jax.random.key(0)", ConfigError,
        "A JAX key goes in rngs=nnx.Rngs(key) instead of seed=.",
        lambda: pipe(seed=jax.random.key(0), rngs=None))
