@@ -49,7 +49,7 @@ def _check_placement(pipeline: Pipeline, mode: str, k: int) -> None:
         raise ConfigError(
             f"Rebatch split={k} cuts the pipeline's batches of {pipeline.batch_size} into "
             f"parts of {count_words(part, 'record')}, which do not split over the {split} "
-            "device(s) of its "
+            "devices of its "
             f"sharding= (mesh axes {list(placement.batch_axes)}); choose a split k with "
             f"{pipeline.batch_size} // k divisible by {split}, or build the pipeline with "
             f"a batch_size that is a multiple of {k * split} ({k} parts of {split} records)."

@@ -25,6 +25,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from datarax.core.errors import ConfigError
+from datarax.host.counts import count_words
 from datarax.core.owned import owned_device_put, unshared
 from datarax.core.dtypes import fit_column, is_64bit, is_host_leaf, x64_enabled
 from datarax.typing import Batch
@@ -144,8 +145,9 @@ class BatchPlacement:
         split = self.local_split
         if records % split:
             raise ConfigError(
-                f"{where}: {records} records do not split over this process's {split} "
-                f"device(s) on mesh axes {list(self.batch_axes)}; every batch placed there "
+                f"{where}: {count_words(records, 'record')} "
+                f"{'does' if records == 1 else 'do'} not split over this process's {split} "
+                f"devices on mesh axes {list(self.batch_axes)}; every batch placed there "
                 f"holds a multiple of {split} records. Use a batch size divisible by {split} "
                 "and, for an epoch's short last batch, drop_remainder=True (or an epoch "
                 "length whose last batch divides too)."

@@ -37,7 +37,7 @@ def test_a_split_whose_parts_do_not_split_over_the_devices_is_refused():
     pipeline = make_pipeline("indexed", 40, 16, sharding=(Mesh(np.asarray(jax.devices()),
                                                                ("data",)), P("data")))
     with pytest.raises(ConfigError, match=r"Rebatch split=4 cuts the pipeline's batches of 16 "
-                       r"into parts of 4 records, which do not split over the 8 device\(s\) of "
+                       r"into parts of 4 records, which do not split over the 8 devices of "
                        r"its sharding= \(mesh axes \['data'\]\); choose a split k with 16 // k "
                        r"divisible by 8, or build the pipeline with a batch_size that is a "
                        r"multiple of 32 \(4 parts of 8 records\)\."):

@@ -119,7 +119,7 @@ def test_a_stream_short_last_batch_is_refused_when_it_comes():
     iterator = iter(pipeline)
     next(iterator), next(iterator)
     with pytest.raises(ConfigError, match=r"batch at record 16 of epoch 0, field 'id': 4 records do not "
-                       r"split over this process's 8 device\(s\)"):
+                       r"split over this process's 8 devices"):
         next(iterator)
 
 
@@ -217,7 +217,7 @@ def test_an_elastic_share_whose_short_batch_does_not_split_is_refused_by_set_sta
                         sharding=(mesh_1d(), P("data")))
     with pytest.raises(StateError, match=r"an elastic restore\) gives shard 0 of 4 a share of "
                        r"12 records of epoch 0, whose last batch of 4 does not split over this "
-                       r"process's 8 device\(s\) \(sharding=\); the state's drop_remainder=False "
+                       r"process's 8 devices \(sharding=\); the state's drop_remainder=False "
                        r"keeps that batch\. Restore it on another process count"):
         new.set_state(old[0].get_state())
     assert (new.epoch, new.position) == (0, 0)  # nothing moved
