@@ -3,11 +3,13 @@
 A fresh process loads what an earlier one compiled for the same program and serves the
 same batches; an edited stage is a different program; the store refuses a folder others
 may write, writes nothing when turned off, keeps to its size cap, and compiles again
-over a corrupt entry.
+over a corrupt entry. In this process the tests run with JAX's persistent cache off (a
+user's default), but for the one about JAX's cache serving a step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -132,16 +134,37 @@ def _settle_compiling_threads() -> None:
         _STAYING.update(others())
 
 
+@contextlib.contextmanager
+def _jax_persistent_cache(folder: Path | None):
+    """JAX's persistent compilation cache in ``folder`` (every program kept), or off; the
+    test run's again after."""
+    from jax.experimental.compilation_cache import compilation_cache
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    old = [getattr(jax.config, name) for name in names]
+    jax.config.update(names[0], None if folder is None else str(folder))
+    jax.config.update(names[1], 0.0)
+    compilation_cache.reset_cache()  # JAX reads its folder once: read it again
+    try:
+        yield
+    finally:
+        for name, value in zip(names, old):
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """The store in a fresh folder of ``tmp_path`` for this test (no other test's
-    thread compiling meanwhile)."""
+    thread compiling meanwhile), JAX's persistent cache off: the run's (shared by the
+    xdist workers) would serve a program another test compiled, and that is not stored."""
     _settle_compiling_threads()
     folder = tmp_path / "compiled"
     monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", str(folder))
     monkeypatch.delenv("DATARAX_COMPILE_CACHE", raising=False)
     monkeypatch.delenv("DATARAX_COMPILE_CACHE_BYTES", raising=False)
-    return folder
+    with _jax_persistent_cache(None):
+        yield folder
 
 
 def _delta(before: dict[str, int]) -> dict[str, int]:
@@ -322,12 +345,32 @@ def test_a_compile_option_this_xla_does_not_know_is_left_out(store, monkeypatch)
     options = {**compiled_store.compiler_options(), "xla_no_such_option_datarax": True}
     monkeypatch.setitem(compiled_store.COMPILER_OPTIONS, backend, options)
     step = compiled_store.stored_jit(_affine)
-    # a shape of its own: JAX's persistent cache, shared by the xdist workers, would hand
-    # its program to a test of another worker that loads from the store and counts (an
-    # entry stored from an executable JAX loaded from a cache another process wrote fails
-    # at its first run once loaded, "Function ... not found", and is compiled again)
     x = np.arange(10, dtype=np.float32)
     assert step(x, np.float32(3)).tolist() == (x * 3 + 1).tolist()
+
+
+def test_a_step_jax_served_from_its_persistent_cache_is_not_stored(store, tmp_path, monkeypatch):
+    """Two processes on one JAX cache folder, in one: an executable JAX loaded from its
+    cache serializes (on CPU) without its compiled functions, so only the one XLA
+    compiled is stored, and it runs once loaded."""
+    x, a = np.arange(11, dtype=np.float32), np.float32(3)
+    want = (x * 3 + 1).tolist()
+    with _jax_persistent_cache(tmp_path / "jax"):
+        jax.clear_caches()  # compiled now, not served by JAX's memory of an earlier test
+        before = compiled_store.counts()
+        assert compiled_store.stored_jit(_affine)(x, a).tolist() == want
+        assert _delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "stored": 1, "corrupt": 0}
+        jax.clear_caches()  # the second "process": JAX's folder warm, its memory empty
+        other = tmp_path / "other"
+        monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", str(other))
+        before = compiled_store.counts()
+        assert compiled_store.stored_jit(_affine)(x, a).tolist() == want
+        assert _delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "stored": 0, "corrupt": 0}
+        assert _entries(other) == []
+        monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", str(store))
+        before = compiled_store.counts()
+        assert compiled_store.stored_jit(_affine)(x, a).tolist() == want
+        assert _delta(before) == {"compiled": 0, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 0}
 
 
 def test_a_compile_error_that_is_not_an_unknown_option_is_raised(store, monkeypatch):

@@ -3,8 +3,10 @@
 :func:`stored_jit` stands where ``jax.jit`` stood for a pipeline's steps: a step is
 keyed by its lowered program text plus versions, backend, options, CPU features and
 argument signature, so an edited stage or a new JAX is never served an old executable.
-Only datarax's data steps are stored; no JAX option is changed. Where, the size cap,
-safety and bad entries: docs/reliability.md, "Compiled steps on disk".
+Only datarax's data steps are stored, and only executables XLA compiled in this process
+(one JAX loaded from its own persistent cache is not: on CPU it serializes without its
+compiled functions); no JAX option is changed. Where, the size cap, safety, bad entries
+and JAX's cache: docs/reliability.md, "Compiled steps on disk".
 
 Example:
     >>> import numpy as np
@@ -68,11 +70,18 @@ _LOADED_SIZE = 32
 _LOADED_LOCK = threading.Lock()
 _REFUSED: set[str] = set()  # folders already warned about
 _UNKNOWN_OPTIONS: set[str] = set()  # compile options the installed XLA refused as unknown
+#: what JAX's ``jax.monitoring`` records, in the compiling thread, when its persistent
+#: compilation cache serves a compile
+JAX_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+_SERVED = threading.local()  # .hit: JAX's cache served this thread's compile under way
+_LISTENING: list[bool] = []  # [True] once the listener below is registered
+_LISTENING_LOCK = threading.Lock()
 
 
 def counts() -> dict[str, int]:
-    """Step executables this process ``compiled``, ``loaded``, ``reused`` (loaded before,
-    not deserialized again), ``stored`` and found ``corrupt``."""
+    """Step executables this process ``compiled`` (or JAX's persistent cache served),
+    ``loaded``, ``reused`` (loaded before, not deserialized again), ``stored`` and found
+    ``corrupt``."""
     return dict(_COUNTS)
 
 
@@ -335,7 +344,8 @@ def _trim(folder: Path, keep: Path | None) -> None:
 
 
 def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
-    """The executable of ``lowered``: loaded from the store, else compiled and stored."""
+    """The executable of ``lowered``: loaded from the store, else compiled and stored
+    (unless JAX's persistent cache served it: :func:`compile_here`)."""
     # one device only: with several, a loaded executable may expect other input shardings;
     # the switch is read (and a bad value refused) either way
     folder = _private_folder() if cache_dir() and jax.device_count() == 1 else None
@@ -347,11 +357,34 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
         loaded = _load(path, lowered)
         if loaded is not None:
             return loaded
-    compiled = compile_with_options(lowered, text)
+    compiled, here = compile_here(lowered, text)
     _COUNTS["compiled"] += 1
     if folder is not None and path is not None:
-        _store(folder, path, compiled)
+        if here:
+            _store(folder, path, compiled)
+        else:  # JAX's cache serves it next time too
+            log.debug("datarax: compiled step %s not stored: JAX's persistent compilation "
+                      "cache served it", path.name)
     return compiled
+
+
+def compile_here(lowered: Any, text: str | None = None) -> tuple[Any, bool]:
+    """:func:`compile_with_options`, and whether XLA compiled it in this process (False:
+    JAX's persistent compilation cache served it). An executable JAX loaded from its cache
+    serializes, on CPU, without its compiled functions: stored, it would load in a later
+    process and fail at its first run ("Function ... not found")."""
+    with _LISTENING_LOCK:
+        if not _LISTENING:  # one listener for the process; it only notes the event
+            jax.monitoring.register_event_listener(_note_jax_cache_hit)
+            _LISTENING.append(True)
+    _SERVED.hit = False
+    compiled = compile_with_options(lowered, text)
+    return compiled, not _SERVED.hit
+
+
+def _note_jax_cache_hit(event: str, **kwargs: Any) -> None:
+    if event == JAX_CACHE_HIT:
+        _SERVED.hit = True
 
 
 class LoadedOnTrial:
