@@ -189,7 +189,7 @@ class ArrayRecordSourceModule(RandomAccessSource):
         ranged_reads: for remote ``paths``, read each record by byte range instead of
             downloading files (a global shuffle of a data set larger than the cache, or
             hosts reading only their share): about a request per record read. Refused
-            with ``shuffle_block`` (``ConfigError``: choose one); local paths ignore it.
+            with ``shuffle_block`` or ``decode_processes``; local paths ignore it.
 
     A record's stable index is its number across all files; ``get_state()`` is a few
     hundred bytes whatever the data size.
