@@ -49,7 +49,8 @@ def test_a_bucket_folder_is_refused_with_a_glob_of_its_files(
     assert str(info.value) == (
         f"ArrayRecordSourceModule: 'memory://bucket-path-errors/ds{tail}' is a folder, not a "
         "file; name its files, or a glob pattern such as "
-        "'memory://bucket-path-errors/ds/*'.")
+        "'memory://bucket-path-errors/ds/*'. A folder is read whole only when given alone "
+        "and holding a datarax dataset's datarax_dataset.json.")
 
 
 @pytest.mark.parametrize("name,error,start", [
@@ -67,6 +68,17 @@ def test_a_bad_bucket_path_is_refused_naming_the_source(
     with pytest.raises(error) as info:
         build(paths, tmp_path)
     assert str(info.value).startswith(start)
+
+
+def test_a_dataset_folder_in_a_list_is_refused_saying_to_give_it_alone(
+        bucket: str, tmp_path: pathlib.Path) -> None:
+    memory = fsspec.filesystem("memory")
+    memory.pipe(f"{BUCKET}/ds/datarax_dataset.json", b"{}")
+    try:
+        with pytest.raises(RecordError, match="read whole only when given alone"):
+            build([bucket, bucket + "/part-0.array_record"], tmp_path)
+    finally:
+        memory.rm(f"{BUCKET}/ds/datarax_dataset.json")
 
 
 def test_the_glob_of_the_folder_reads_every_record(bucket: str, tmp_path: pathlib.Path) -> None:

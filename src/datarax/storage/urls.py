@@ -331,10 +331,10 @@ def _ask(call: Callable[[], T], url: str, retry: RetryPolicy, stats: StorageStat
 
 def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None,
                  *, retry: RetryPolicy | None = None, stats: StorageStats | None = None,
-                 where: str = "") -> list[RemoteObject]:
+                 where: str = "", folder_hint: str = "") -> list[RemoteObject]:
     """The files ``paths`` names (a URL, a glob pattern, or a list of them, listed
     concurrently), sorted within a pattern, each with its size and version tag;
-    ``where`` (e.g. the source's name) starts each message.
+    ``where`` (e.g. the source's name) starts each message, ``folder_hint`` ends a folder's.
 
     Raises:
         RecordError: a file is missing or a pattern matches nothing (naming it; the first
@@ -380,7 +380,7 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
                               f"pattern such as '{example}' is expanded).", path=url) from err
         if info.get("type") == "directory":
             raise RecordError(f"{lead}'{url}' is a folder, not a file; name its files, or a "
-                              f"glob pattern such as '{url.rstrip('/')}/*'.", path=url)
+                              f"glob pattern such as '{url.rstrip('/')}/*'.{folder_hint}", path=url)
         return [object_of(url, info)]
 
     found = _listed(one, items)
