@@ -41,6 +41,10 @@ from datarax.storage.urls import (
 
 __all__ = ["DatasetDecoder", "dataset_files", "remote_dataset"]
 
+# ends the message refusing a remote folder that is not a dataset
+_FOLDER_HINT = (" A folder is read whole only when given alone and holding a datarax dataset's "
+                f"{METADATA_FILE}.")
+
 
 def _check_shards(names: list[str], info: DatasetInfo, folder: str,
                   join: Callable[[str, str], str]) -> None:
@@ -131,8 +135,9 @@ class DatasetDecoder:
 def remote_dataset(paths: Any, *, dataset: bool = True,
                    storage_options: Mapping[str, Any] | None = None,
                    stats: StorageStats | None = None, versions: bool = False,
-                   ) -> tuple[list[RemoteObject], DatasetInfo | None]:
-    """The remote files ``paths`` (URLs) names, and their dataset's metadata if any.
+                   where: str = "") -> tuple[list[RemoteObject], DatasetInfo | None]:
+    """The remote files ``paths`` (URLs) names, and their dataset's metadata if any
+    (``where``, e.g. the source's name, starts the listing's messages).
 
     With ``dataset``, a URL of a folder holding :data:`METADATA_FILE` (or a glob / list of
     its shards) is a dataset: its files come with the metadata's SHA-256, size and record
@@ -154,11 +159,16 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
     """
     items = path_list(paths, "the dataset's paths")
     single = len(items) == 1 and not glob.has_magic(items[0])
+
+    def list_all() -> list[RemoteObject]:
+        return list_objects(items, storage_options, stats=stats, where=where,
+                            folder_hint=_FOLDER_HINT)
+
     if dataset and items:
         folder = items[0].rstrip("/") if single else items[0].rsplit("/", 1)[0]
         listed = None  # a pattern of folders ("ds/**/*.array_record"): the files' one folder
         if not single and any(glob.has_magic(i.rsplit("/", 1)[0]) for i in items):
-            listed = list_objects(items, storage_options, stats=stats)
+            listed = list_all()
             homes = {o.url.rsplit("/", 1)[0] for o in listed}
             if len(homes) != 1:
                 return listed, None
@@ -173,12 +183,12 @@ def remote_dataset(paths: Any, *, dataset: bool = True,
             info = DatasetInfo.from_json(data, where=join_url(folder, METADATA_FILE))
             if single:
                 return _shards_of(folder, info, versions, storage_options, stats), info
-            listed = listed or list_objects(items, storage_options, stats=stats)
+            listed = listed or list_all()
             _check_shards([o.name for o in listed], info, folder, join_url)
             return _shards_of(folder, info, versions, storage_options, stats, listed), info
-        return listed or list_objects(items, storage_options, stats=stats), None
+        return listed or list_all(), None
     try:
-        return list_objects(items, storage_options, stats=stats), None
+        return list_all(), None
     except RecordError:
         if not single:
             raise

@@ -188,7 +188,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
             (``AWS_*`` variables for S3, ``AWS_ENDPOINT_URL`` included).
         ranged_reads: for remote ``paths``, read each record by byte range instead of
             downloading files (a global shuffle of a data set larger than the cache, or
-            hosts reading only their share): about a request per record read.
+            hosts reading only their share): about a request per record read. Refused
+            with ``shuffle_block`` or ``decode_processes``; local paths ignore it.
 
     A record's stable index is its number across all files; ``get_state()`` is a few
     hundred bytes whatever the data size.
@@ -244,7 +245,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
             storage_stats = StorageStats()  # counts the listing's retries and the downloads'
             objects, info = remote_dataset(paths, dataset=not own_decode or isinstance(
                                                decode, ImageDecoder), versions=ranged_reads,
-                                           storage_options=storage_options, stats=storage_stats)
+                                           storage_options=storage_options, stats=storage_stats,
+                                           where="ArrayRecordSourceModule")
             # whole files, or with shuffle_block blocks of them, read through the cache
             remote, blocks = remote_reading(objects, config, cache=cache, ranged=ranged_reads,
                                             storage_options=storage_options, stats=storage_stats)

@@ -19,6 +19,7 @@ import datetime
 import functools
 import json
 import os
+import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -330,9 +331,10 @@ def _ask(call: Callable[[], T], url: str, retry: RetryPolicy, stats: StorageStat
 
 def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None,
                  *, retry: RetryPolicy | None = None, stats: StorageStats | None = None,
-                 ) -> list[RemoteObject]:
+                 where: str = "", folder_hint: str = "") -> list[RemoteObject]:
     """The files ``paths`` names (a URL, a glob pattern, or a list of them, listed
-    concurrently), sorted within a pattern, each with its size and version tag.
+    concurrently), sorted within a pattern, each with its size and version tag;
+    ``where`` (e.g. the source's name) starts each message, ``folder_hint`` ends a folder's.
 
     Raises:
         RecordError: a file is missing or a pattern matches nothing (naming it; the first
@@ -348,18 +350,20 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
         raise ConfigError(f"paths names local paths only ({items}); list_objects lists URLs "
                           "(s3://, gs://, ... any fsspec protocol): give the files' URLs.")
 
+    lead = f"{where}: " if where else ""
+
     def one(url: str) -> list[RemoteObject]:
         fs, path = filesystem(url, storage_options, retry)
         if _GLOB.search(path):
             try:
                 found = _ask(lambda: fs.glob(path, detail=True), url, retry, stats)
             except FileNotFoundError as err:  # e.g. S3's NoSuchBucket
-                raise RecordError(f"the glob pattern '{url}' matches no files: {err} "
+                raise RecordError(f"{lead}the glob pattern '{url}' matches no files: {err} "
                                   f"({type(err).__name__}); check the bucket, the prefix and "
                                   "the pattern.", path=url) from err
             files = sorted((p, i) for p, i in found.items() if i.get("type", "file") != "directory")
             if not files:
-                raise RecordError(f"the glob pattern '{url}' matches no files; check the bucket, "
+                raise RecordError(f"{lead}the glob pattern '{url}' matches no files; check the bucket, "
                                   "the prefix and the pattern.", path=url)
             unsized = [p for p, i in files if i.get("size") is None]  # e.g. an HTTP listing
             if unsized:
@@ -371,16 +375,16 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
         try:
             info = _ask(lambda: fs.info(path), url, retry, stats)
         except FileNotFoundError as err:
-            raise RecordError(f"'{url}' does not exist; check the bucket and the key (a glob "
-                              "pattern such as 's3://bucket/data-*.array_record' is expanded).",
-                              path=url) from err
+            example = f"{url.rsplit('/', 1)[0]}/data-*{posixpath.splitext(path)[1]}"
+            raise RecordError(f"{lead}'{url}' does not exist; check the bucket and the key (a glob "
+                              f"pattern such as '{example}' is expanded).", path=url) from err
         if info.get("type") == "directory":
-            raise RecordError(f"'{url}' is a folder, not a file; name its files (a glob "
-                              "pattern of them works).", path=url)
+            raise RecordError(f"{lead}'{url}' is a folder, not a file; name its files, or a "
+                              f"glob pattern such as '{url.rstrip('/')}/*'.{folder_hint}", path=url)
         return [object_of(url, info)]
 
     found = _listed(one, items)
-    check_named_once([(url, [o.url for o in objs]) for url, objs in zip(items, found)])
+    check_named_once([(url, [o.url for o in objs]) for url, objs in zip(items, found)], where)
     return [obj for objs in found for obj in objs]
 
 
