@@ -3930,6 +3930,28 @@ case("write-pil-image-of-a-cut-file", WRITING,
      needs="PIL")(_pil_image_of_a_cut_file)
 
 
+def _bucket_source(path: str, tmp: Path) -> Any:
+    import fsspec
+
+    from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
+    from datarax.storage import ShardCache
+
+    fsspec.filesystem("memory").pipe("/bad-inputs-bucket-paths/ds/part-0.array_record", b"x")
+    return ArrayRecordSourceModule(ArrayRecordSourceConfig(), paths=path,
+                                   cache=ShardCache(tmp / "cache", max_bytes="8M"))
+
+
+case("storage-bucket-folder", STORAGE, "a bucket folder (not a dataset) given as the path",
+     RecordError, "ArrayRecordSourceModule: 'memory://bad-inputs-bucket-paths/ds' is a folder, "
+     "not a file; name its files, or a glob pattern such as "
+     "'memory://bad-inputs-bucket-paths/ds/*'.", needs=AR)(
+    lambda tmp: _bucket_source("memory://bad-inputs-bucket-paths/ds", tmp))
+case("storage-bucket-file-missing", STORAGE, "a bucket file that does not exist", RecordError,
+     "ArrayRecordSourceModule: 'memory://bad-inputs-bucket-paths/ds/nope.array_record' does not "
+     "exist; check the bucket and the key", needs=AR)(
+    lambda tmp: _bucket_source("memory://bad-inputs-bucket-paths/ds/nope.array_record", tmp))
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
