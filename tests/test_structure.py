@@ -9,12 +9,15 @@ Three rules keep the dependencies pointing one way (docs/architecture.md, "Layer
 
 Every import counts: top-level, lazy (inside a function), ``if TYPE_CHECKING:`` and the
 modules a package's lazy exports name (``_HOMES``, ``_MODULES``) alike.
+
+And docs/architecture.md's "Layout" names every module, on its package's line.
 """
 
 from __future__ import annotations
 
 import ast
 import collections
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -304,3 +307,65 @@ def test_no_module_is_over_500_lines():
     long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 500}
     assert long == {}
+
+
+# ------------------------------------------------------------ the page names every module
+ARCHITECTURE = SRC.parent / "docs" / "architecture.md"
+
+
+def layout_lines(page: str) -> dict[str, str]:
+    """The "Layout" block of docs/architecture.md by entry: ``"core/"`` or ``"metrics.py"``
+    (a line indented two spaces starts one) -> its text, continuation lines included."""
+    block = page.split("\n## Layout\n", 1)[1].split("```")[1]
+    entries: dict[str, str] = {}
+    entry = None
+    for line in block.splitlines():
+        if re.match(r"  \S", line):
+            entry = line.split()[0]
+            entries[entry] = line
+        elif entry is not None:
+            entries[entry] += "\n" + line
+    return entries
+
+
+def unnamed_modules(page: str) -> list[str]:
+    """Modules of ``src/datarax`` (``__init__.py`` aside) the Layout does not name: a
+    top-level ``x.py`` needs an entry of its own, ``pkg/.../x.py`` the word ``x`` (or
+    ``x.py``) on ``pkg/``'s entry."""
+    entries = layout_lines(page)
+    missing = []
+    for path in sorted((SRC / "datarax").rglob("*.py")):
+        rel = path.relative_to(SRC / "datarax").as_posix()
+        if path.name == "__init__.py":
+            continue
+        if "/" not in rel:
+            named = rel in entries
+        else:
+            text = entries.get(rel.split("/")[0] + "/", "")
+            named = re.search(rf"(?<![\w.]){re.escape(path.stem)}(?![\w])", text) is not None
+        if not named:
+            missing.append(rel)
+    return missing
+
+
+def test_the_layout_names_every_module():
+    missing = unnamed_modules(ARCHITECTURE.read_text())
+    assert not missing, (
+        "docs/architecture.md's Layout does not name these modules: "
+        f"{missing}. Add each on its package's entry (`  core/  ...`; a top-level module "
+        "gets a line of its own): its name and, in a few words, what it is.")
+
+
+def test_the_layout_check_finds_unnamed_modules(tmp_path, monkeypatch):
+    import sys
+
+    for name in ("datarax/__init__.py", "datarax/metrics.py", "datarax/typing.py",
+                 "datarax/core/__init__.py", "datarax/core/spec.py", "datarax/core/keys.py",
+                 "datarax/core/spec_tools.py", "datarax/sources/hf/arrow.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "SRC", tmp_path)
+    page = ("# The page\n\n## Layout\n\n```\nsrc/datarax/\n  core/        spec (the checks),\n"
+            "               keys.py\n  sources/     hf/arrow (Arrow columns)\n"
+            "  metrics.py   StatsLogger\n```\n\ntyping.py is named here, outside the block.\n")
+    assert unnamed_modules(page) == ["core/spec_tools.py", "typing.py"]
