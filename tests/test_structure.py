@@ -16,7 +16,6 @@ And docs/architecture.md's "Layout" names every module, on its package's line.
 from __future__ import annotations
 
 import ast
-import collections
 import re
 from pathlib import Path
 
