@@ -8,6 +8,13 @@ on the host, so the epoch needs one program. Run with JAX's persistent compilati
 cache warm (the benchmark's warm-up), its first batch is what any jit-based loader
 pays on a second run: the copy, the trace and lowering (the cache is keyed by the
 lowered program), the cache's load.
+
+With ``owned=True`` (contender ``jax_floor_owned``) the floor keeps the caller's buffer
+theirs, as datarax does (docs/architecture.md, "The caller's buffers stay theirs"): its
+own copy of the images is made before it returns, by datarax's fastest way
+(``owned_device_put``: two threads copying into memory mapped up front, which JAX then
+shares). Without it, ``jax.device_put`` of the unaligned images copies them on JAX's
+thread while the step is traced, and reads the caller's buffer after it returned.
 """
 
 from __future__ import annotations
@@ -18,13 +25,19 @@ import numpy as np
 
 
 def jit_epochs(images: np.ndarray, labels: np.ndarray, batch_size: int,
-               seed: int) -> Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]:
+               seed: int, owned: bool = False,
+               ) -> Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]:
     """A function giving one shuffled epoch of the kept records per call, as
-    (float images, labels) batches."""
+    (float images, labels) batches; ``owned``: the images copied before it returns."""
     import jax
     import jax.numpy as jnp
 
-    data = jax.device_put(images)
+    if owned:
+        from datarax.core.owned import owned_device_put
+
+        data = owned_device_put(images)
+    else:
+        data = jax.device_put(images)
 
     @jax.jit
     def step(data: jax.Array, rows: jax.Array, seed: jax.Array, i: jax.Array) -> jax.Array:

@@ -30,3 +30,21 @@ def test_jit_floor_serves_even_records_once_scaled_and_maybe_flipped() -> None:
 def test_run_one_checks_the_kept_records() -> None:
     row = run_one("jax_floor", records=600, batch=64, seed=0)
     assert row["ok"] and row["kept"] == 300
+
+
+def test_owned_jit_floor_keeps_the_images_given_not_the_buffer_refilled() -> None:
+    rng = np.random.default_rng(1)
+    images = rng.integers(1, 256, (20, 4, 5, 3), dtype=np.uint8)
+    original = images.copy()
+    labels = np.arange(20, dtype=np.int32)
+    epoch = jit_epochs(images, labels, batch_size=4, seed=0, owned=True)
+    images[:] = 0  # the caller reuses their buffer once the floor has returned
+    for out, label in epoch():
+        for row, i in zip(out, label):
+            plain = original[i].astype(np.float32) / 255.0
+            assert np.allclose(row, plain) or np.allclose(row, plain[:, ::-1, :])
+
+
+def test_run_one_owned_floor_checks_the_kept_records() -> None:
+    row = run_one("jax_floor_owned", records=600, batch=64, seed=0)
+    assert row["ok"] and row["kept"] == 300

@@ -75,7 +75,8 @@ def check_filter(source: Any, stages: Sequence[Any], at: int, spec_after: Any,
                 f"{type(source).__name__} is an indexed source, read in one compiled step: "
                 "write the predicate with jax.numpy and leave on_host off."
             )
-    spec = spec_after(list(stages[:at]))
+    # the first stage sees the source's records: its spec, without tracing zero stages
+    spec = checked_spec(source) if at == 0 else spec_after(list(stages[:at]))
     if filt.on_host or has_text(spec):
         probe_python_predicate(filt, spec, where)
         return  # and checked on each record as it is read
