@@ -110,7 +110,7 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
         hint = ""
     elif out_of_files(cause):  # not the file's fault
         hint = ("The file is fine: the process has as many files open as its limit allows "
-                "(ulimit -n); raise the limit (e.g. ulimit -n 4096 in the shell that starts "
+                "(ulimit -n); raise the limit (e.g. ulimit -n 8192 in the shell that starts "
                 "the program) or close the sources you are done with.")
     elif skipping:  # skipping already (no record of the first few decodes)
         hint = "Fix or regenerate the file, or the decode if it is what raised."
