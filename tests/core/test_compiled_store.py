@@ -373,6 +373,31 @@ def test_a_step_jax_served_from_its_persistent_cache_is_not_stored(store, tmp_pa
         assert _delta(before) == {"compiled": 0, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 0}
 
 
+def test_the_retry_without_an_unknown_option_still_weighs_the_program(monkeypatch):
+    # a heavy program (a long chain of ops) compiles without the elemental emitters; the
+    # compile again without an option XLA refused must weigh that program, not XLA's error
+    class Lowered:
+        given: list = []
+
+        def as_text(self):
+            return "HEAVY program"
+
+        def compile(self, compiler_options=None):
+            self.given.append(compiler_options)
+            if len(self.given) == 1:
+                raise jax.errors.JaxRuntimeError("No such compile option 'xla_no_such_option'")
+            return "compiled"
+
+    backend = jax.default_backend()
+    monkeypatch.setitem(compiled_store.COMPILER_OPTIONS, backend,
+                        {"xla_cpu_use_fusion_emitters": False, "xla_no_such_option": True})
+    monkeypatch.setattr(compiled_store, "_UNKNOWN_OPTIONS", set())
+    monkeypatch.setattr(compiled_store, "program_weight",
+                        lambda text: 10**6 if "HEAVY" in text else 1)
+    assert compiled_store.compile_with_options(Lowered()) == "compiled"
+    assert Lowered.given == [{"xla_no_such_option": True}, None]
+
+
 def test_a_compile_error_that_is_not_an_unknown_option_is_raised(store, monkeypatch):
     backend = jax.default_backend()
     options = {**compiled_store.compiler_options(), "xla_backend_optimization_level": "fast"}

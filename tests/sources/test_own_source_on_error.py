@@ -4,6 +4,7 @@ lacks the field is told how to add it, not to pass an argument it cannot take.""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,3 +110,25 @@ def test_an_index_past_a_one_record_source_says_one_record():
 
     with pytest.raises(IndexError, match=r"OneLine index 1 is out of range for 1 record\.$"):
         OneLine(LinesConfig())[1]
+
+
+class OutOfFiles(Lines):
+    """Six numbers; reading record 3 meets a process with every file descriptor taken."""
+
+    LINES = ["0", "1", "2", "3", "4", "5"]
+
+    def read_records(self, indices):
+        if 3 in indices:
+            raise OSError(errno.EMFILE, "Too many open files", "/data/3.txt")
+        return super().read_records(indices)
+
+
+def test_out_of_file_descriptors_is_raised_not_skipped():
+    # the process's limit, not a bad record: on_error="skip" must not drop the record
+    source = OutOfFiles(LinesConfig(on_error="skip"))
+    batches = iter(Pipeline(source=source, stages=[], batch_size=2))
+    assert np.asarray(next(batches)["x"]).tolist() == [0, 1]
+    with pytest.raises(RecordError, match=r"record 3 .*Too many open files.* The file is fine"):
+        next(batches)
+    assert list(source.skipped_records()) == []
+    source.close()

@@ -84,3 +84,14 @@ def test_a_dataset_folder_in_a_list_is_refused_saying_to_give_it_alone(
 def test_the_glob_of_the_folder_reads_every_record(bucket: str, tmp_path: pathlib.Path) -> None:
     source = build(bucket + "/*", tmp_path)
     assert np.asarray(source.get_batch(5)["x"]).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_missing_bucket_s_example_glob_is_inside_that_bucket() -> None:
+    from datarax.storage.urls import list_objects
+
+    with pytest.raises(RecordError) as info:
+        list_objects("memory://bucket-path-errors-none", where="MySource")
+    assert str(info.value) == (
+        "MySource: 'memory://bucket-path-errors-none' does not exist; check the bucket and "
+        "the key (a glob pattern such as 'memory://bucket-path-errors-none/data-*' is "
+        "expanded).")

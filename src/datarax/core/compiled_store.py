@@ -211,9 +211,9 @@ def compile_with_options(lowered: Any, text: str | None = None) -> Any:
         try:
             return lowered.compile(compiler_options=options or None)
         except jax.errors.JaxRuntimeError as err:
-            text = str(err)
+            said = str(err)  # (not ``text``: the retry weighs the program, not this)
             unknown = [k for k in options
-                       if "No such compile option" in text and f"'{k}'" in text]
+                       if "No such compile option" in said and f"'{k}'" in said]
             if not unknown:
                 raise
             log.debug("datarax: XLA does not know the compile option(s) %s; left out", unknown)

@@ -45,7 +45,7 @@ from datarax.sources.epoch_order import EpochOrder
 from datarax.sources.read_ahead import Chunks, ReadBatch, Sessions, Workers
 from datarax.sources.skip_ledger import (
     SKIP_ADVICE, ErrorPolicy, LedgerReads, SkipLedger, SkippedRecord, bad_record_error,
-    record_place)
+    out_of_files, record_place)
 
 Decode = Callable[[Any], Mapping[str, Any]]
 Locate = Callable[[int], tuple[str | None, int]]
@@ -335,8 +335,11 @@ class HostReader(LedgerReads):
         error: RecordError | None = None
         with self._lock:
             for failure in chunk.failures:
-                if not self.policy.skips:  # the chunk stops before its bad record
+                # the chunk stops before its bad record; out of file descriptors is the
+                # process's fault, never the record's: raised there, not skipped
+                if not self.policy.skips or out_of_files(failure.cause):
                     error = self.record_error(failure.index, failure.cause, epoch=order.epoch)
+                    chunk = chunk.before(failure.position)
                     break
                 path, in_file = self.locate(failure.index)
                 record = SkippedRecord(order.epoch, failure.position, failure.index, path,

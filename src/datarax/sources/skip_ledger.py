@@ -53,6 +53,7 @@ __all__ = [
     "SkipCounts",
     "LedgerReads",
     "bad_record_error",
+    "out_of_files",
     "record_place",
     "SKIP_ADVICE",
     "add_on_error_advice",
@@ -77,6 +78,18 @@ def add_on_error_advice(config_name: str) -> str:
             "on_error='skip'")
 
 
+def out_of_files(cause: BaseException) -> bool:
+    """Whether ``cause`` is the process running out of file descriptors (``EMFILE``):
+    not the record's fault, so never skipped (``on_error="skip"``) but raised.
+
+    Example:
+        >>> import errno
+        >>> out_of_files(OSError(errno.EMFILE, "Too many open files")), out_of_files(OSError())
+        (True, False)
+    """
+    return isinstance(cause, OSError) and cause.errno == errno.EMFILE
+
+
 def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseException, *,
                      skipping: bool, epoch: int | None = None,
                      skip_advice: str = SKIP_ADVICE) -> RecordError:
@@ -95,9 +108,9 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     when = "" if epoch is None else f" (epoch {epoch})"
     if isinstance(cause, RemoteObjectError):  # a file gone or changed: its text says what to do
         hint = ""
-    elif isinstance(cause, OSError) and cause.errno == errno.EMFILE:  # not the file's fault
+    elif out_of_files(cause):  # not the file's fault
         hint = ("The file is fine: the process has as many files open as its limit allows "
-                "(ulimit -n); raise the limit (e.g. ulimit -n 4096 in the shell that starts "
+                "(ulimit -n); raise the limit (e.g. ulimit -n 8192 in the shell that starts "
                 "the program) or close the sources you are done with.")
     elif skipping:  # skipping already (no record of the first few decodes)
         hint = "Fix or regenerate the file, or the decode if it is what raised."

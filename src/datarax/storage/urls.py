@@ -375,7 +375,9 @@ def list_objects(paths: str | Sequence[str], storage_options: Mapping[str, Any] 
         try:
             info = _ask(lambda: fs.info(path), url, retry, stats)
         except FileNotFoundError as err:
-            example = f"{url.rsplit('/', 1)[0]}/data-*{posixpath.splitext(path)[1]}"
+            # the example's folder: the URL's own, or the bucket a bare 's3://bucket' names
+            home = url.rsplit("/", 1)[0] if "/" in url.partition("://")[2] else url
+            example = f"{home}/data-*{posixpath.splitext(path)[1]}"
             raise RecordError(f"{lead}'{url}' does not exist; check the bucket and the key (a glob "
                               f"pattern such as '{example}' is expanded).", path=url) from err
         if info.get("type") == "directory":
