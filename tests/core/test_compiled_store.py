@@ -291,6 +291,42 @@ def test_an_entry_that_loads_but_cannot_run_is_compiled_again_and_removed(store,
     assert not entry.exists()
 
 
+class _FailsWhenRead:
+    """An output whose computation failed on the runtime's thread: as a jax.Array of a
+    failed asynchronous run, its error rises when waited on or read."""
+
+    def block_until_ready(self):
+        raise jax.errors.JaxRuntimeError("NOT_FOUND: Function select_subtract_fusion not found")
+
+    tolist = __array__ = block_until_ready
+
+
+def test_an_entry_whose_first_run_fails_asynchronously_is_compiled_again_and_removed(
+        store, monkeypatch):
+    """XLA runs a call asynchronously: a loaded entry missing a kernel can return outputs
+    whose error rises only when read (seen at a filtered step's ``int(kept)``). The first
+    call waits for its outputs, so the failure is met inside the retry, never by the user."""
+    x, a = np.arange(8, dtype=np.float32), np.float32(2)
+    want = (x * 2 + 1).tolist()
+    compiled_store.stored_jit(_affine)(x, a)
+    (entry,) = store.glob("*.exe")
+    calls = []
+
+    def runs_then_fails(*args):
+        calls.append(args)
+        return _FailsWhenRead()
+
+    monkeypatch.setattr(compiled_store.serialize_executable, "deserialize_and_load",
+                        lambda *args, **kwargs: runs_then_fails)
+    before = compiled_store.counts()
+    step = compiled_store.stored_jit(_affine)
+    assert step(x, a).tolist() == want
+    assert step(x, a).tolist() == want
+    assert len(calls) == 1  # the loaded executable ran once, then the fresh compile served
+    assert _delta(before) == {"compiled": 1, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 1}
+    assert not entry.exists()
+
+
 def test_the_size_cap_removes_the_least_recently_used(store, monkeypatch):
     step = compiled_store.stored_jit(_affine)
     step(np.arange(2, dtype=np.float32), np.float32(1))

@@ -390,7 +390,9 @@ def _note_jax_cache_hit(event: str, **kwargs: Any) -> None:
 class LoadedOnTrial:
     """A stored executable until its first call has run: if the runtime cannot run it
     (a loaded entry may miss a kernel), the entry is removed and the program compiled
-    afresh and run. Other attributes are the executable's."""
+    afresh and run. The first call waits for its outputs (XLA runs asynchronously: a
+    failure would otherwise rise later, at a host read). Other attributes are the
+    executable's."""
 
     def __init__(self, compiled: Any, lowered: Any, path: Path) -> None:
         self.compiled, self.lowered, self.path = compiled, lowered, path
@@ -400,7 +402,7 @@ class LoadedOnTrial:
         if lowered is None:
             return self.compiled(*args)
         try:
-            out = self.compiled(*args)
+            out = jax.block_until_ready(self.compiled(*args))
         except jax.errors.JaxRuntimeError as err:
             log.warning("datarax: compiled step %s did not run (%s); compiling it again",
                         self.path.name, err)
