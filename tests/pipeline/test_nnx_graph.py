@@ -1,7 +1,8 @@
 """A Pipeline through NNX's graph functions and JAX's transforms: ``nnx.clone``,
 ``nnx.merge`` and ``copy.deepcopy`` build a new pipeline object from a graph definition
 that holds the original's bookkeeping; ``step()`` inside a traced train step is refused,
-saying why."""
+saying why, as is reading a pipeline passed into a jitted function; a pipeline held by a
+user's module rides through ``nnx.jit`` and holds no ``nnx.Param``."""
 
 from __future__ import annotations
 
@@ -111,3 +112,55 @@ def test_step_inside_a_traced_train_step_is_refused_and_the_pipeline_goes_on(tra
     assert (p.epoch, p.position) == (0, 0)
     assert xs([next(it), next(it)]) == two_epochs[:2]  # nothing of the trace was kept
     assert xs([p.step() for _ in range(5)]) == two_epochs[2:7]
+
+
+READS = {
+    "iter": lambda pipeline: next(iter(pipeline)),
+    "take": lambda pipeline: list(pipeline.take(1)),
+    "get_state": lambda pipeline: pipeline.get_state(),
+    "position": lambda pipeline: pipeline.position,
+    "source next": lambda pipeline: next(pipeline.source),
+}
+
+
+@pytest.mark.parametrize("transform", [jax.jit, nnx.jit], ids=["jax.jit", "nnx.jit"])
+@pytest.mark.parametrize("read", list(READS))
+def test_a_pipeline_passed_into_a_jitted_function_is_refused_where_it_is_read(read, transform,
+                                                                             two_epochs):
+    p = make(prefetch=0)
+    it = iter(p)
+    next(it)
+    with pytest.raises(ConfigError, match=re.escape(
+            "a source's position (epoch, records handed out) was read while JAX traces a "
+            "function: a Pipeline or source passed as an argument into jax.jit")):
+        transform(READS[read])(p)
+    assert xs([next(it)]) == two_epochs[1:2]  # the trace changed nothing
+
+
+class Trainer(nnx.Module):
+    """A user's module holding the model's parameter and the pipeline side by side."""
+
+    def __init__(self) -> None:
+        self.w = nnx.Param(np.zeros((), np.float32))
+        self.pipeline = make(prefetch=0)
+
+
+def test_a_pipeline_inside_a_trainer_module_rides_through_nnx_jit_and_holds_no_param(
+        two_epochs):
+    trainer = Trainer()
+
+    @nnx.jit
+    def train_step(trainer, batch):
+        trainer.w.value = trainer.w.value + batch["x"].sum()
+
+    got = []
+    for batch in trainer.pipeline:
+        got.append(batch)
+        train_step(trainer, batch)
+    got += list(trainer.pipeline.take(1))
+    assert xs(got) == two_epochs[:5]
+    assert float(trainer.w.value) == sum(range(11))
+    params = nnx.state(trainer, nnx.Param)
+    assert list(params.keys()) == ["w"]  # the data position is a plain Variable
+    assert nnx.state(trainer.pipeline, nnx.Param) == nnx.State({})
+    assert nnx.state(trainer.pipeline, nnx.RngState) == nnx.State({})

@@ -222,3 +222,44 @@ def test_restoring_a_step_saved_without_the_data_item_says_so(tmp_path):
                 datarax.checkpoint.restore(manager, 1, make(),
                                            model=ocp.args.StandardRestore(nnx.state(model)))
             assert error.value.field == "data"
+
+
+class Trainer(nnx.Module):
+    """A user's module holding model, optimizer and pipeline: one ``nnx.state`` for all."""
+
+    def __init__(self):
+        import optax
+
+        self.model = nnx.Linear(2, 1, rngs=nnx.Rngs(4))
+        self.optimizer = nnx.Optimizer(self.model, optax.sgd(0.1), wrt=nnx.Param)
+        self.pipeline = make()
+
+
+@nnx.jit
+def _train_step(trainer, batch):
+    grads = nnx.grad(lambda model: (model(batch["y"]) ** 2).mean())(trainer.model)
+    trainer.optimizer.update(trainer.model, grads)
+
+
+def test_a_trainer_module_holding_the_pipeline_saved_with_standard_checkpointer_resumes(
+        tmp_path):
+    expected = collect(make(), 2)
+    trainer = Trainer()
+    it = iter(trainer.pipeline)
+    seen = []
+    for _ in range(2):
+        seen.append((0, to_host(batch := next(it))))
+        _train_step(trainer, batch)  # the pipeline's Variables go through nnx.jit too
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(tmp_path / "trainer", nnx.state(trainer))
+        checkpointer.wait_until_finished()
+        fresh = Trainer()
+        nnx.update(fresh, checkpointer.restore(tmp_path / "trainer", nnx.state(fresh)))
+    assert all(np.array_equal(a, b) for a, b in
+               zip(_leaves(nnx.state(trainer.model)), _leaves(nnx.state(fresh.model))))
+    assert (fresh.pipeline.epoch, fresh.pipeline.position) == (0, 6)
+    got = seen + collect(fresh.pipeline, 2)
+    assert [e for e, _ in got] == [e for e, _ in expected]
+    for (_, b1), (_, b2) in zip(got, expected):
+        for k in b2:
+            np.testing.assert_array_equal(b1[k], b2[k])

@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.config import check_settings
-from datarax.core.errors import StateError
+from datarax.core.errors import ConfigError, StateError
 from datarax.core.module import HostState
 from datarax.host.counts import count_words
 
@@ -272,6 +272,22 @@ def differing_settings(settings: Mapping[str, Any], saved: np.ndarray) -> list[s
     return [name for name in settings if slots.issuperset(_slots(name))]
 
 
+def _host_int(variable: nnx.Variable) -> int:
+    """A position Variable's value as an int, refusing a traced one (the pipeline or
+    source was passed into a jitted function) with what to do instead."""
+    try:
+        return int(variable.get_raw_value())
+    except jax.errors.ConcretizationTypeError as err:
+        raise ConfigError(
+            "a source's position (epoch, records handed out) was read while JAX traces a "
+            "function: a Pipeline or source passed as an argument into jax.jit, nnx.jit or "
+            "a jax.lax.scan carry holds traced values there. Iterate, step(), peek(), "
+            "get_state() and read positions outside the traced function and pass the batch "
+            "in (loss = train_step(model, pipeline.step())), or run the data and train steps "
+            "as one program with pipeline.scan(train_step, length, modules)."
+        ) from err
+
+
 class _HostSide(HostState):
     """A position's non-NNX state: its seek count and the last digest found equal."""
 
@@ -341,15 +357,15 @@ class SourcePosition(nnx.Module):
     # raw accessors: read per batch on the host, outside any trace
     @property
     def epoch(self) -> int:
-        return int(self.epoch_var.get_raw_value())
+        return _host_int(self.epoch_var)
 
     @property
     def index(self) -> int:
-        return int(self.index_var.get_raw_value())
+        return _host_int(self.index_var)
 
     def where(self) -> tuple[int, int]:
         """``(epoch, index)`` in one read."""
-        return int(self.epoch_var.get_raw_value()), int(self.index_var.get_raw_value())
+        return _host_int(self.epoch_var), _host_int(self.index_var)
 
     def advance(self, count: int) -> None:
         """Count ``count`` more records as handed out in this pass."""
