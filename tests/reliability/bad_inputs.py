@@ -3952,6 +3952,20 @@ case("storage-bucket-file-missing", STORAGE, "a bucket file that does not exist"
     lambda tmp: _bucket_source("memory://bad-inputs-bucket-paths/ds/nope.array_record", tmp))
 
 
+def _pipeline_read_under_jit() -> Any:
+    @jax.jit
+    def train_step(pipeline: Pipeline) -> Any:
+        return next(iter(pipeline))["x"].sum()
+
+    return train_step(pipe())
+
+
+simple("pipeline-read-inside-jit", SOURCES_AND_STAGES,
+       "a Pipeline passed into jax.jit and iterated there", ConfigError,
+       "a source's position (epoch, records handed out) was read while JAX traces a function",
+       _pipeline_read_under_jit)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
