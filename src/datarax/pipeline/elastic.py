@@ -158,9 +158,9 @@ def _check_placement(context: PassContext, epoch: int, size: int) -> None:
         raise StateError(
             f"Pipeline state (an elastic restore) gives shard {shard.index} of {shard.count} "
             f"a share of {count_words(size, 'record')} of epoch {epoch}, whose last batch of "
-            f"{short} does "
-            f"not split over this process's {split} devices (sharding=); the state's "
-            "drop_remainder=False keeps that batch. Restore it on another process count, "
-            "or into a pipeline without sharding= to serve the rest of that epoch.",
+            f"{count_words(short, 'record')} does not split over this process's {split} "
+            "devices (sharding=); the state's drop_remainder=False keeps that batch. Restore "
+            "it on another process count, or into a pipeline without sharding= to serve the "
+            "rest of that epoch.",
             field="shard",
         )

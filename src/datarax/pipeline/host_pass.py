@@ -25,18 +25,16 @@ from datarax.core.lengths import wide_stable_indices
 from datarax.core.operator import all_per_record
 from datarax.core.owned import owned_device_put_all
 from datarax.core.spec import (
-    ArrayFields,
     TextSpec,
-    array_fields,
     checked_batch,
     checked_spec,
     first_nonfinite,
     flatten_fields,
-    has_text,
     record_bytes,
 )
 from datarax.core.stages import apply_stages
 from datarax.pipeline.devices import place_batch, stage_context, stage_device
+from datarax.pipeline.pass_spec import PassSpec
 from datarax.pipeline.plan import PassContext
 from datarax.pipeline.steps import pass_constants, stage_step
 from datarax.typing import Batch
@@ -84,15 +82,6 @@ def number_arrays(batch: Batch) -> bool:
     """
     return type(batch) is dict and all(
         type(v) is np.ndarray and v.dtype.kind not in TEXT_KINDS for v in batch.values())
-
-
-def has_host_leaves(batch: Batch, spec: Any) -> bool:
-    """Whether ``batch`` has host leaves: text fields in ``spec``, or a list field.
-
-    >>> has_host_leaves({"x": np.arange(2)}, {"x": jax.ShapeDtypeStruct((), np.int64)})
-    False
-    """
-    return has_text(spec) or has_list_leaf(batch)
 
 
 def has_list_leaf(batch: Batch) -> bool:
@@ -152,34 +141,25 @@ class HostPass:
         plan = self.plan
         # placed here (sharded, or staged on the host): no device copy after
         self.places = plan.placement is not None or bool(self.stages and plan.stages_on == "host")
-        # the spec, its plain fields (array_fields) and whether it declares text: asked
-        # once, again only where x64 was switched (:meth:`_read_spec`)
-        self._spec: Any = None
-        self._fields: ArrayFields | None = None
-        self._text = False
-
-    def _read_spec(self) -> None:
-        """Read the source's checked spec (once per group of batches) and, where it is
-        new (the pass's first, or x64 switched), what the pass asks of it."""
-        spec = checked_spec(self.source)
-        if spec is not self._spec:
-            self._spec, self._fields, self._text = spec, array_fields(spec), has_text(spec)
+        # the spec and what checking asks of it: read once a group of batches
+        self.pass_spec = PassSpec(self.source)
 
     def _checked(self, batch: Batch, indices: Any, position: int) -> tuple[Batch, bool, bool]:
         """``batch`` checked, staged, checked for NaN/inf and placed on the mesh; then
         whether it still needs its device copy, and whether it is plain (exactly the
         spec's number arrays, in JAX's order: no host leaf to ask about)."""
-        source, spec, stages = self.source, self._spec, self.stages
+        source, answers, stages = self.source, self.pass_spec, self.stages
+        spec = answers.spec
         with self.stats.timer("validate"):
             plain = checked_batch(
-                batch, spec, self._fields, self.batch_size,
+                batch, spec, answers.fields, self.batch_size,
                 where=f"{type(source).__name__} batch at record {position} of epoch {self.epoch}")
         if plain is None:  # passed the full check: text fields as lists, maybe list leaves
             batch = text_as_lists(batch, spec)
         else:
             batch = plain
         if stages:
-            host = plain is None and (self._text or has_list_leaf(batch))
+            host = plain is None and (answers.text or has_list_leaf(batch))
             with self.stats.timer("stages"):
                 batch = self._run_stages(stages, batch, np.asarray(indices), host)
         if self.plan.check_finite:  # on this process's rows, before they join a mesh
@@ -273,7 +253,7 @@ class HostPass:
                     batch = None
                     if batch_length(columns) == self.batch_size or not self.plan.drop_remainder:
                         if not spec_read:
-                            self._read_spec()
+                            self.pass_spec.read()
                             spec_read = True
                         batch, copy, plain_one = self._checked(dict(columns), indices, position)
                         if copy:

@@ -216,8 +216,8 @@ def test_an_elastic_share_whose_short_batch_does_not_split_is_refused_by_set_sta
     new = make_pipeline(kind, 96, 8, shard_index=0, shard_count=4,
                         sharding=(mesh_1d(), P("data")))
     with pytest.raises(StateError, match=r"an elastic restore\) gives shard 0 of 4 a share of "
-                       r"12 records of epoch 0, whose last batch of 4 does not split over this "
-                       r"process's 8 devices \(sharding=\); the state's drop_remainder=False "
+                       r"12 records of epoch 0, whose last batch of 4 records does not split over "
+                       r"this process's 8 devices \(sharding=\); the state's drop_remainder=False "
                        r"keeps that batch\. Restore it on another process count"):
         new.set_state(old[0].get_state())
     assert (new.epoch, new.position) == (0, 0)  # nothing moved
