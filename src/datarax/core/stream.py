@@ -154,6 +154,7 @@ class StreamPass(HostState):
         self.needs_open = True  # the position moved from outside: open the pass again
         self.to_skip = 0  # raw records to read and discard before serving
         self.sought: tuple[int, int] | None = None  # the position a seek of this source set
+        self.ran_dry = False  # the opened pass's stream returned its end
 
     def reposition(self) -> None:
         """The source's position was set from outside: reopen the pass on the next read."""
@@ -161,7 +162,8 @@ class StreamPass(HostState):
 
     def _open(self, source: StreamSource) -> None:
         epoch, index = source.epoch, source.index
-        if type(source).restart is StreamSource.restart and self.opened_epoch == epoch:
+        if (type(source).restart is StreamSource.restart and self.opened_epoch == epoch
+                and not self.ran_dry):  # inside a pass it cannot start over
             self._stay(source, epoch, index)
             return
         if self.opened_epoch is not None:
@@ -170,6 +172,7 @@ class StreamPass(HostState):
         self.opened_epoch = epoch
         self.needs_open = False
         self.read_in_pass = 0
+        self.ran_dry = False
         self.to_skip = index * source.shard.count
 
     def _stay(self, source: StreamSource, epoch: int, index: int) -> None:
@@ -201,6 +204,7 @@ class StreamPass(HostState):
         if batch is not None:
             _check_batch_form(source, batch)
         if batch is None or batch_length(batch) == 0:
+            self.ran_dry = True
             if not mid_read:
                 self._check_rewound(source)
             return None
