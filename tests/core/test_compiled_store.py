@@ -510,3 +510,48 @@ def test_a_cap_smaller_than_an_entry_keeps_none_and_a_negative_cap_is_refused(st
     monkeypatch.setenv("DATARAX_COMPILE_CACHE_BYTES", "-1")
     with pytest.raises(ValueError, match=r"must be >= 0, got '-1'; 0 keeps nothing"):
         step(np.arange(4, dtype=np.float32), np.float32(1))
+
+
+def test_a_thread_waiting_on_a_compile_cut_off_by_ctrl_c_compiles_it_itself(store,
+                                                                             monkeypatch):
+    """The compiling thread's KeyboardInterrupt is its own: a thread waiting for that
+    program (the compile-ahead thread, another loop) compiles it, not dies of it."""
+    waiting, go = threading.Event(), threading.Event()
+
+    class SeenFuture(compiled_store.Future):
+        def result(self, timeout=None):
+            waiting.set()
+            return super().result(timeout)
+
+    compile_lowered = compiled_store.compile_lowered
+    cut = []
+
+    def cut_once(lowered, args):
+        if not cut:
+            cut.append(True)
+            go.wait()
+            raise KeyboardInterrupt
+        return compile_lowered(lowered, args)
+
+    monkeypatch.setattr(compiled_store, "Future", SeenFuture)
+    monkeypatch.setattr(compiled_store, "compile_lowered", cut_once)
+    step = compiled_store.stored_jit(_affine)
+    x, a = np.arange(11, dtype=np.float32), np.float32(2)
+    met: dict[str, object] = {}
+
+    def call(name):
+        try:
+            met[name] = step(x, a).tolist()
+        except BaseException as err:  # noqa: BLE001 - what each thread met
+            met[name] = type(err).__name__
+
+    owner = threading.Thread(target=call, args=("owner",))
+    owner.start()
+    assert eventually(lambda: cut)  # the owner is compiling
+    waiter = threading.Thread(target=call, args=("waiter",))
+    waiter.start()
+    assert eventually(waiting.is_set)  # the waiter waits on the owner's compile
+    go.set()
+    owner.join()
+    waiter.join()
+    assert met == {"owner": "KeyboardInterrupt", "waiter": (x * 2 + 1).tolist()}

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from datarax.core.errors import StateError
+from datarax.core.errors import SourceContractError, SpecMismatchError, StateError
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.stream import StreamSource, StructuralConfig
+from datarax.pipeline import Pipeline
 from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig, ShuffleBufferSource
 from datarax.sources.skip_ledger import SkipCounts
 
@@ -160,3 +161,54 @@ def test_counts_of_one_are_worded_in_the_singular():
         raising.get_batch_with_indices(4)
     assert raised.value.__notes__[0].startswith(
         "Gen.get_batch raised in pass 0 after 1 record was handed out; ")
+
+
+class NoRestart(StreamSource):
+    """Records 0 .. n-1 from one generator, never re-created (no ``restart``); record
+    ``nan`` holds NaN; ``get_batch`` call ``fail_call`` raises before taking any."""
+
+    def __init__(self, n: int, nan: int = -1, fail_call: int = 0) -> None:
+        super().__init__(StructuralConfig())
+        self.records, self.nan, self.fail_call, self.calls = iter(range(n)), nan, fail_call, 0
+
+    def get_batch(self, batch_size):
+        self.calls += 1
+        if self.calls == self.fail_call:
+            raise OSError("network blip")
+        values = [v for _, v in zip(range(batch_size), self.records)]
+        if not values:
+            return None
+        return {"x": np.asarray([np.nan if v == self.nan else v for v in values], np.float32)}
+
+    def element_spec(self):
+        return {"x": array_to_spec_strip_leading(np.zeros(1, np.float32))}
+
+
+NO_GOING_BACK = ("NoRestart cannot go back to record {} of pass 0: it already read 4 records "
+                 "past it")
+
+
+def test_a_stream_without_restart_refuses_to_re_read_a_failed_batch_instead_of_dropping_it():
+    pipeline = Pipeline(source=NoRestart(20, nan=9), batch_size=4, check_finite=True,
+                        prefetch=0)
+    it = iter(pipeline)
+    assert [next(it)["x"].tolist() for _ in range(2)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(SpecMismatchError, match="NaN"):
+        next(it)
+    for _ in range(2):  # records 8-11 were taken from the generator: not skipped silently
+        with pytest.raises(SourceContractError, match=NO_GOING_BACK.format(8)):
+            next(it)
+    peeked = Pipeline(source=NoRestart(20), batch_size=4, prefetch=0)
+    assert peeked.peek()["x"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(SourceContractError, match=NO_GOING_BACK.format(0)):
+        next(iter(peeked))
+
+
+def test_a_stream_without_restart_goes_on_after_a_read_that_took_nothing():
+    it = iter(Pipeline(source=NoRestart(12, fail_call=2), batch_size=4, prefetch=0))
+    assert next(it)["x"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(OSError, match="network blip") as raised:
+        next(it)
+    assert "does not implement restart(self, epoch), so the next read goes on from where " \
+        "the stream stands" in raised.value.__notes__[0]
+    assert [b["x"].tolist() for b in it] == [[4, 5, 6, 7], [8, 9, 10, 11]]

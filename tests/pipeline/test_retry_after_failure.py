@@ -7,7 +7,10 @@ a read-ahead cursor) and read ahead, indexed sources dispatched here and ahead."
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +22,12 @@ from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule
 from datarax.core.errors import RecordError, SpecMismatchError
 from datarax.operators import ElementOperator, ElementOperatorConfig, FilterOperator
-from datarax.pipeline import Pipeline
+from datarax.pipeline import Pipeline, ahead
 from datarax.pipeline.plan import PipelineSession
 from datarax.sources import MemorySource, MemorySourceConfig, NpySource, NpySourceConfig
 
 from bad_rows import Rows, RowsConfig
+from waiting import eventually
 
 PATHS = [("host", 0), ("host", 2), ("indexed", 0), ("indexed", 2)]
 
@@ -202,6 +206,62 @@ def test_an_interrupt_after_the_batch_was_taken_serves_it_again(kind, prefetch, 
         next(it)
     assert source.index == 4 and it.get_state()["position"] == 4
     assert rest(it) == [[4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+@pytest.mark.parametrize("kind", ["host", "indexed"])
+def test_an_interrupt_while_the_worker_starts_ends_the_worker(kind, tmp_path, monkeypatch):
+    """Ctrl-C landing in the worker's start (next() waits there for the new thread): the
+    worker ends instead of preparing batches no one takes, and the pass goes on."""
+    started: list[threading.Thread] = []
+
+    class CutStart(threading.Thread):
+        def start(self) -> None:
+            super().start()
+            if not started:
+                started.append(self)
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(ahead, "threading",
+                        types.SimpleNamespace(**{**vars(threading), "Thread": CutStart}))
+    source = array_source(kind, tmp_path, np.arange(12, dtype=np.int32))
+    it = iter(Pipeline(source=source, stages=[], batch_size=4, prefetch=2))
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    assert source.index == 0 and it.get_state()["position"] == 0
+    assert eventually(lambda: not started[0].is_alive())
+    assert rest(it) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+class InterruptedRead(Rows):
+    """A read (on a reader thread) of a chunk holding record ``at`` is cut off by Ctrl-C
+    once."""
+
+    def __init__(self, config: RowsConfig, at: int, **kw: Any) -> None:
+        super().__init__(config, **kw)
+        self.at: int | None = at
+
+    def read_records(self, indices):
+        if self.at in list(indices):
+            self.at = None
+            raise KeyboardInterrupt
+        return super().read_records(indices)
+
+
+@pytest.mark.parametrize("read", ["get_batch", "for record in source"])
+def test_direct_reads_go_on_after_an_interrupted_read_on_a_reader_thread(read):
+    source = InterruptedRead(RowsConfig(), at=70, n=100)
+    got: list[float] = []
+    records = iter(source)
+    for _ in range(2):  # the retry reads the chunk again: not its stored Ctrl-C again
+        with contextlib.suppress(KeyboardInterrupt):
+            if read == "get_batch":
+                while (batch := source.get_batch_with_indices(4)[0]) is not None:
+                    got += values(batch, "x")
+            else:
+                for record in records:
+                    got.append(float(record["x"]))
+    assert got == list(range(100))
+    source.close()
 
 
 # ------------------------------------------------------------------ filtered

@@ -463,8 +463,10 @@ class StoredJit:
                 return found
             try:
                 return found.result()
-            except Exception:  # noqa: BLE001 - the owner's failure: met below, or try here
-                continue
+            except BaseException as err:  # noqa: BLE001 - the owner's failure: met below, or try here
+                if not (found.done() and found.exception() is err):
+                    raise  # this thread's own Ctrl-C, met while it waited
+                continue  # the owner's, its Ctrl-C too: not this thread's to meet
         try:
             compiled = compile_lowered(self.jitted.lower(*args), args)
         except BaseException as err:

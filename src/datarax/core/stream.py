@@ -154,6 +154,7 @@ class StreamPass(HostState):
         self.needs_open = True  # the position moved from outside: open the pass again
         self.to_skip = 0  # raw records to read and discard before serving
         self.sought: tuple[int, int] | None = None  # the position a seek of this source set
+        self.ran_dry = False  # the opened pass's stream returned its end
 
     def reposition(self) -> None:
         """The source's position was set from outside: reopen the pass on the next read."""
@@ -161,13 +162,35 @@ class StreamPass(HostState):
 
     def _open(self, source: StreamSource) -> None:
         epoch, index = source.epoch, source.index
+        if (type(source).restart is StreamSource.restart and self.opened_epoch == epoch
+                and not self.ran_dry):  # inside a pass it cannot start over
+            self._stay(source, epoch, index)
+            return
         if self.opened_epoch is not None:
             self.previous_pass = (self.opened_epoch, self.read_in_pass)
         source.restart(epoch)
         self.opened_epoch = epoch
         self.needs_open = False
         self.read_in_pass = 0
+        self.ran_dry = False
         self.to_skip = index * source.shard.count
+
+    def _stay(self, source: StreamSource, epoch: int, index: int) -> None:
+        """Stand a stream that cannot restart at ``index`` of the pass it is reading: from
+        where it is, reading forward; records it read past ``index`` cannot be read again."""
+        behind = self.read_in_pass - index * source.shard.count
+        if behind > 0:
+            raise SourceContractError(
+                f"{type(source).__name__} cannot go back to record {index} of pass {epoch}: "
+                f"it already read {count_words(behind, 'record')} past it (a batch that "
+                "failed after its read, batches read ahead with prefetch, peek()), and "
+                "without restart(self, epoch) they cannot be read again. Implement "
+                "restart(self, epoch) to start the pass over (reopen the file, re-create "
+                "the generator): datarax then reads up to the position again. Or build a "
+                "new source and set_state a saved state."
+            )
+        self.needs_open = False
+        self.to_skip = -behind
 
     def _get(self, source: StreamSource, batch_size: int, *, mid_read: bool = False) -> Batch | None:
         """The stream's next batch, or None (``mid_read``: the pass is not empty)."""
@@ -181,6 +204,7 @@ class StreamPass(HostState):
         if batch is not None:
             _check_batch_form(source, batch)
         if batch is None or batch_length(batch) == 0:
+            self.ran_dry = True
             if not mid_read:
                 self._check_rewound(source)
             return None
@@ -194,8 +218,10 @@ class StreamPass(HostState):
         where = (f"{type(source).__name__}.get_batch raised in pass {epoch} after "
                  f"{count_words(index, 'record')} {were} handed out")
         if type(source).restart is StreamSource.restart:
-            return (f"{where}; it does not implement restart(self, epoch), so the pass cannot "
-                    "be resumed from there: build a new source and set_state a saved state.")
+            return (f"{where}; it does not implement restart(self, epoch), so the next read "
+                    "goes on from where the stream stands (records this call took from it "
+                    f"are not read again): implement restart to read on from record {index}, "
+                    "or build a new source and set_state a saved state.")
         self.needs_open = True
         return (f"{where}; the next read calls restart({epoch}) and continues at record "
                 f"{index} of the pass.")

@@ -96,7 +96,20 @@ class DispatchAhead:
         self._error: BaseException | None = None
         self._owner = threading.current_thread()
         self._thread = threading.Thread(target=self._run, name="datarax-dispatch")
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:  # Ctrl-C while it started: no one could stop it after
+            self._end_unjoined()
+            raise
+
+    def _end_unjoined(self) -> None:
+        """Tell the worker to end (after the item it is making, if any) and drop what it
+        made, without waiting for it."""
+        with self._ready:
+            self._stopped = True
+            self._items.clear()
+            self._ready.notify_all()
+        self._wake.put(None)
 
     def _orphaned(self) -> bool:
         """Whether the interpreter is exiting with no thread left to take items."""
@@ -206,11 +219,7 @@ class DispatchAhead:
 
     def stop(self) -> None:
         """End the worker (after the item it is making, if any) and wait for it."""
-        with self._ready:
-            self._stopped = True
-            self._items.clear()
-            self._ready.notify_all()
-        self._wake.put(None)
+        self._end_unjoined()
         if self._thread is not threading.current_thread():
             self._thread.join()
 

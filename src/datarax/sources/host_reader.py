@@ -326,7 +326,7 @@ class HostReader(LedgerReads):
             return False
         try:
             chunk: Chunk = self._workers.take()
-        except Exception:
+        except BaseException:  # a read's error, or its Ctrl-C (raised again at every take)
             self.stop()  # its failed read stays queued: the next read starts at the position
             raise
         self._submit()
