@@ -315,3 +315,13 @@ def test_a_corpus_of_weight_0_is_never_drawn_even_last() -> None:
     first = MixedDocuments({"z": _corpus(1, 5), "a": _corpus(2, 5)}, {"z": 0, "a": 1},
                            documents_per_epoch=50)
     assert {int(d) // 100_000_000 for d in first.read(0, 0)} == {2}
+
+
+def test_huge_weights_keep_their_ratios() -> None:
+    # their sum overflowed to inf: every share was nan and building the mixture raised
+    # an IndexError
+    corpora = {n: _corpus(i + 1, 5) for i, n in enumerate("abc")}
+    huge = MixedDocuments(corpora, {"a": 1e308, "b": 1e308, "c": 0}, documents_per_epoch=40)
+    plain = MixedDocuments(corpora, {"a": 1, "b": 1, "c": 0}, documents_per_epoch=40)
+    assert huge.weights.tolist() == [0.5, 0.5, 0.0]
+    assert list(huge.read(0, 0)) == list(plain.read(0, 0))
