@@ -86,7 +86,7 @@ class MixedDocuments:
         self.names = list(corpora)
         self.readers = [as_reader(corpora[n], f"MixedDocuments corpus '{n}'") for n in self.names]
         w = np.array([float(weights[n]) for n in self.names])
-        if not np.isfinite(w.sum()):  # huge weights overflow their sum: scale them first
+        if not np.isfinite(sum(w.tolist())):  # huge weights overflow their sum: scale first
             w = w / w.max()
         self.weights = np.round(w / w.sum(), 12)  # shares: 4:2 and 2:1 draw alike
         self._edges = draw_edges(self.weights)
