@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import numpy as np
 import pytest
 from flax import nnx
@@ -158,6 +159,12 @@ def test_numpy_weights_are_numbers() -> None:
     plain = MixedDocuments(c, {"a": 3, "b": 1}, documents_per_epoch=40)
     assert list(numpy.read(0, 0)) == list(plain.read(0, 0))
     assert numpy.weights.tolist() == [0.75, 0.25]
+    zero_d = MixedDocuments(c, {"a": np.array(3.0), "b": jax.numpy.float32(1)},
+                            documents_per_epoch=40)  # 0-d arrays: were refused as not numbers
+    assert list(zero_d.read(0, 0)) == list(plain.read(0, 0))
+    with pytest.raises(ConfigError, match=r"weight of corpus 'a' must be a finite number >= 0, "
+                       r"got array\(\[3\.\]\)"):
+        MixedDocuments(c, {"a": np.array([3.0]), "b": 1}, documents_per_epoch=40)
     with pytest.raises(ConfigError, match="got np.True_|got True"):
         MixedDocuments(c, {"a": np.bool_(True), "b": 1}, documents_per_epoch=40)
 
