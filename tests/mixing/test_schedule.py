@@ -70,8 +70,11 @@ def test_huge_weights_keep_their_ratios():
 @pytest.mark.parametrize(
     ("weights", "message"),
     [
-        ([1, 0], "MixSource weight of 'b' must be a finite number > 0, got 0"),
-        ([1, float("nan")], "MixSource weight of 'b' must be a finite number > 0, got nan"),
+        ([1, 0], "MixSource weight of 'b' must be a finite number > 0, got 0; leave the "
+                 "source out rather than giving it weight 0."),
+        ([1, float("nan")], "MixSource weight of 'b' must be a finite number > 0, got nan; give "
+                            "each source a relative weight such as 0.7 or 7."),
+        ([-2, 1], "MixSource weight of 'a' must be a finite number > 0, got -2; give each "),
         ([1, "x"], "MixSource weight of 'b' must be a number, got 'x'"),
         ([1, 1e-9], "MixSource weight of 'b' is 1e-09 of the total, below the 1/65536"),
         ([1, 1e-12], "MixSource weight of 'b' is 1e-12 of the total, below the 1/65536"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import numpy as np
 import pytest
 from flax import nnx
@@ -158,6 +159,12 @@ def test_numpy_weights_are_numbers() -> None:
     plain = MixedDocuments(c, {"a": 3, "b": 1}, documents_per_epoch=40)
     assert list(numpy.read(0, 0)) == list(plain.read(0, 0))
     assert numpy.weights.tolist() == [0.75, 0.25]
+    zero_d = MixedDocuments(c, {"a": np.array(3.0), "b": jax.numpy.float32(1)},
+                            documents_per_epoch=40)  # 0-d arrays: were refused as not numbers
+    assert list(zero_d.read(0, 0)) == list(plain.read(0, 0))
+    with pytest.raises(ConfigError, match=r"weight of corpus 'a' must be a finite number >= 0, "
+                       r"got array\(\[3\.\]\)"):
+        MixedDocuments(c, {"a": np.array([3.0]), "b": 1}, documents_per_epoch=40)
     with pytest.raises(ConfigError, match="got np.True_|got True"):
         MixedDocuments(c, {"a": np.bool_(True), "b": 1}, documents_per_epoch=40)
 
@@ -315,3 +322,13 @@ def test_a_corpus_of_weight_0_is_never_drawn_even_last() -> None:
     first = MixedDocuments({"z": _corpus(1, 5), "a": _corpus(2, 5)}, {"z": 0, "a": 1},
                            documents_per_epoch=50)
     assert {int(d) // 100_000_000 for d in first.read(0, 0)} == {2}
+
+
+def test_huge_weights_keep_their_ratios() -> None:
+    # their sum overflowed to inf: every share was nan and building the mixture raised
+    # an IndexError
+    corpora = {n: _corpus(i + 1, 5) for i, n in enumerate("abc")}
+    huge = MixedDocuments(corpora, {"a": 1e308, "b": 1e308, "c": 0}, documents_per_epoch=40)
+    plain = MixedDocuments(corpora, {"a": 1, "b": 1, "c": 0}, documents_per_epoch=40)
+    assert huge.weights.tolist() == [0.5, 0.5, 0.0]
+    assert list(huge.read(0, 0)) == list(plain.read(0, 0))

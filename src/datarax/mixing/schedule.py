@@ -42,9 +42,10 @@ def integer_weights(weights: Sequence[float], names: Sequence[str]) -> np.ndarra
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
             raise ConfigError(f"MixSource weight of '{name}' must be a number, got {w!r}.")
         if not math.isfinite(float(w)) or float(w) <= 0:
+            what = ("leave the source out rather than giving it weight 0" if float(w) == 0
+                    else "give each source a relative weight such as 0.7 or 7")
             raise ConfigError(
-                f"MixSource weight of '{name}' must be a finite number > 0, got {w!r}; "
-                "leave a source out rather than giving it weight 0."
+                f"MixSource weight of '{name}' must be a finite number > 0, got {w!r}; {what}."
             )
     values = [float(w) for w in weights]
     if not math.isfinite(sum(values)):  # huge weights overflow their sum: scale them first

@@ -46,7 +46,7 @@ from datarax.core.children import ChildSources, check_no_config, child_settings
 from datarax.core.config import StructuralConfig, check_seed
 from datarax.core.data_source import DataSourceModule, SourceKind
 from datarax.core.lengths import LengthIfKnown
-from datarax.core.errors import ConfigError
+from datarax.core.errors import ConfigError, StateError
 from datarax.core.position import saved_counts
 from datarax.core.reading import ReadMode, compiles_whole, kind_for, reading_of
 from datarax.core.spec import checked_spec
@@ -371,6 +371,15 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
         names the first of :meth:`order_settings` that differs)."""
         super().set_state(state)
         saved = state.get("stream_passes", {})
+        by_pass = [n for n, b in zip(self.names, self.__reads.by_pass) if b]
+        if isinstance(saved, dict) and saved and sorted(map(str, saved)) != sorted(by_pass):
+            raise StateError(
+                f"MixSource state 'stream_passes' names the sources read by passes "
+                f"{sorted(map(str, saved))}, but this mixture's are {sorted(by_pass)}: the "
+                "state was saved by a mixture whose sources are named otherwise. Restore it "
+                "into a mixture built with the same source names.",
+                field="stream_passes",
+            )
         updated = np.zeros((len(self.sources), 2), np.int64)
         for i, by_pass in enumerate(self.__reads.by_pass):
             if not by_pass:

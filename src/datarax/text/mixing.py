@@ -32,6 +32,14 @@ def draw_edges(shares: np.ndarray) -> np.ndarray:
     return edges
 
 
+def _number(value: Any) -> Any:
+    """A 0-d array of a number (``jnp.float32(0.7)``) as that number; else ``value``."""
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__array__"):
+        return value
+    array = np.asarray(value)
+    return array.item() if array.ndim == 0 and array.dtype.kind in "iuf" else value
+
+
 class MixedDocuments:
     """Documents from ``corpora`` mixed by ``weights``; a pass is ``documents_per_epoch`` draws.
 
@@ -67,6 +75,7 @@ class MixedDocuments:
                 f"MixedDocuments weights name {sorted(weights)} but the corpora are "
                 f"{sorted(corpora)}; give one weight per corpus."
             )
+        weights = {name: _number(w) for name, w in weights.items()}
         for name, w in weights.items():
             if (
                 isinstance(w, (bool, np.bool_))
@@ -86,6 +95,8 @@ class MixedDocuments:
         self.names = list(corpora)
         self.readers = [as_reader(corpora[n], f"MixedDocuments corpus '{n}'") for n in self.names]
         w = np.array([float(weights[n]) for n in self.names])
+        if not np.isfinite(sum(w.tolist())):  # huge weights overflow their sum: scale first
+            w = w / w.max()
         self.weights = np.round(w / w.sum(), 12)  # shares: 4:2 and 2:1 draw alike
         self._edges = draw_edges(self.weights)
         self.documents_per_epoch = documents_per_epoch
