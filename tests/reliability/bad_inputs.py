@@ -3966,6 +3966,35 @@ simple("pipeline-read-inside-jit", SOURCES_AND_STAGES,
        _pipeline_read_under_jit)
 
 
+def _stream_without_restart_peeked() -> Any:
+    from datarax.core.spec import array_to_spec_strip_leading
+    from datarax.core.stream import StreamSource
+
+    class OneGenerator(StreamSource):
+        """Records 0..11 from one generator, never re-created (no restart)."""
+
+        def __init__(self) -> None:
+            super().__init__(StructuralConfig())
+            self.records = iter(range(12))
+
+        def get_batch(self, batch_size: int) -> Any:
+            values = [v for _, v in zip(range(batch_size), self.records)]
+            return {"x": np.asarray(values, np.float32)} if values else None
+
+        def element_spec(self) -> Any:
+            return {"x": array_to_spec_strip_leading(np.zeros(1, np.float32))}
+
+    pipeline = Pipeline(source=OneGenerator(), batch_size=4, prefetch=0)
+    pipeline.peek()
+    return next(iter(pipeline))
+
+
+simple("stream-no-going-back", SOURCES_AND_STAGES,
+       "a stream without restart(), peeked, then iterated from its start", SourceContractError,
+       "OneGenerator cannot go back to record 0 of pass 0: it already read 4 records past it",
+       _stream_without_restart_peeked)
+
+
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
     lines = [
         "# Errors datarax gives for bad input",
