@@ -158,10 +158,14 @@ def _run_with_interrupts(
     points: list[int],
     level: Level,
     close: Callable[[Any], None] | None,
+    expected: list[tuple[int, Batch]],
 ) -> tuple[list[tuple[int, Batch]], int]:
-    """Run ``num_epochs`` epochs, rebuilding from a JSON state at each point."""
+    """Run ``num_epochs`` epochs, rebuilding from a JSON state at each point; each batch
+    is compared with ``expected`` as it comes, so the first difference is named before a
+    later error it causes."""
     out: list[tuple[int, Batch]] = []
     largest = 0
+    restores: list[int] = []  # the points restored at so far
     pending = list(points)
     pipeline = make_pipeline()
     iterator: Any = None  # the iterator being drained (a restored one at iterator level)
@@ -181,12 +185,13 @@ def _run_with_interrupts(
             except StopIteration:
                 break
             out.append((iterator.epoch, to_host(batch)))
+            _compare_one(len(out) - 1, expected, out[-1], restores)
         if not due():  # the epoch ended
             iterator.close()
             iterator = None
             continue
         while due():  # interrupt: save, discard everything, rebuild, restore
-            pending.pop(0)
+            restores.append(pending.pop(0))
             state = state_of_level(level, pipeline, iterator)
             largest = max(largest, len(json.dumps(state)))
             if iterator is not None:
@@ -198,6 +203,30 @@ def _run_with_interrupts(
     if close is not None:
         close(pipeline)
     return out, largest
+
+
+def _compare_one(
+    step: int, expected: list[tuple[int, Batch]], got: tuple[int, Batch], restores: list[int]
+) -> None:
+    """Raise unless batch ``step`` of the resumed run is the uninterrupted run's, saying
+    which restore it followed (none: the pipeline is not deterministic)."""
+    if step >= len(expected):
+        raise AssertionError(
+            f"batch {step} (epoch {got[0]}): resumed run hands out more than the uninterrupted "
+            f"run's {count_words(len(expected), 'batch', 'batches')}"
+            + (f" (after the restore at batch {restores[-1]})" if restores else "")
+        )
+    try:
+        compare_batches([expected[step]], [got])
+    except AssertionError as err:
+        text = str(err).replace("batch 0 (", f"batch {step} (", 1)
+        if restores:
+            text += f" (after the restore at batch {restores[-1]}; restores at {restores})"
+        else:
+            text += (" - before any restore: two pipelines make_pipeline() built hand out "
+                     "different batches, so the pipeline is not deterministic (unseeded "
+                     "randomness such as Python's random, or state shared between calls)")
+        raise AssertionError(text) from None
 
 
 def check_resume_exact(
@@ -251,7 +280,8 @@ def check_resume_exact(
         close(reference_pipeline)
     total = len(expected)
     points = sorted(int(p) for p in interrupt_points if 0 <= int(p) <= total)
-    got, largest = _run_with_interrupts(make_pipeline, num_epochs, points, level, close)
+    got, largest = _run_with_interrupts(make_pipeline, num_epochs, points, level, close,
+                                        expected)
     compare_batches(expected, got)
     if max_state_bytes is not None and largest > max_state_bytes:
         raise AssertionError(
