@@ -1,9 +1,11 @@
-"""``check_resume_exact`` passes a correct custom stream and catches subtly wrong ones,
-naming the first batch that differs, the field, both values and the restore it followed."""
+"""The ``datarax.testing`` checks pass a correct custom source and catch subtly wrong
+ones: ``check_resume_exact`` names the first batch that differs, the field, both values
+and the restore it followed; ``check_close_releases_threads`` names a leaked thread."""
 
 from __future__ import annotations
 
 import random
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +15,7 @@ import pytest
 from datarax.core.config import StructuralConfig
 from datarax.pipeline import Pipeline
 from datarax.sources import StreamSource
-from datarax.testing import check_resume_exact
+from datarax.testing import SourceRow, check_close_releases_threads, check_resume_exact
 
 N = 10
 
@@ -94,3 +96,32 @@ def test_unseeded_randomness_named_before_any_restore() -> None:
     with pytest.raises(AssertionError, match=r"^batch 0 \(epoch 0\), field 'noise': .* before "
                        r"any restore: .* not deterministic \(unseeded randomness"):
         check_resume_exact(maker(Unseeded), [2], num_epochs=1)
+
+
+class Leaky(Rotating):
+    """Starts a thread its close() never stops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stop = threading.Event()
+        self.worker = threading.Thread(target=self.stop.wait, name="leaky-worker", daemon=True)
+        self.worker.start()
+
+
+def test_leaked_thread_named() -> None:
+    built: list[Leaky] = []
+
+    def make(shard_index: int = 0, shard_count: int = 1, stages: tuple = ()) -> Pipeline:
+        built.append(Leaky())
+        return Pipeline(source=built[-1], stages=list(stages), batch_size=3)
+
+    row = SourceRow("leaky", make, N, lambda batch: batch["id"].tolist())
+    try:
+        with pytest.raises(AssertionError, match=r"^leaky: 1 thread still alive 0 s after "
+                           r"closing .* \(left: \['leaky-worker'\]\); the source's close\(\) "
+                           "must stop and join"):
+            check_close_releases_threads(row, wait_s=0)  # the thread waits for stop: no race
+    finally:
+        for source in built:
+            source.stop.set()
+            source.worker.join()
