@@ -15,7 +15,8 @@ import pytest
 from datarax.core.config import StructuralConfig
 from datarax.pipeline import Pipeline
 from datarax.sources import StreamSource
-from datarax.testing import SourceRow, check_close_releases_threads, check_resume_exact
+from datarax.testing import (
+    SourceRow, check_close_releases_threads, check_resume_exact, check_source_resume_exact)
 
 N = 10
 
@@ -125,3 +126,34 @@ def test_leaked_thread_named() -> None:
         for source in built:
             source.stop.set()
             source.worker.join()
+
+
+def test_shared_pipeline_or_source_refused() -> None:
+    # restoring into the object that saved the state proves nothing: refused, not a
+    # "0 batches" mismatch (or a pass, for check_source_resume_exact)
+    pipeline = maker(Rotating)()
+    with pytest.raises(AssertionError, match=r"^make_pipeline\(\) returned the same Pipeline "
+                       "as an earlier call: build a new one each call"):
+        check_resume_exact(lambda: pipeline, [1])
+    source = Rotating()
+    with pytest.raises(AssertionError, match=r"^make_pipeline\(\) returned a Pipeline over the "
+                       "same Rotating source as an earlier call"):
+        check_resume_exact(lambda: Pipeline(source=source, stages=[], batch_size=3), [1])
+    with pytest.raises(AssertionError, match=r"^make_source\(\) returned the same Rotating"):
+        check_source_resume_exact(lambda: source, [1])
+
+
+def test_negative_interrupt_point_refused() -> None:
+    with pytest.raises(ValueError, match=r"interrupt_points must be >= 0 .* got -1"):
+        check_resume_exact(maker(Rotating), [2, -1])
+
+
+def test_source_check_names_the_record() -> None:
+    assert check_source_resume_exact(Rotating, [2, 5, 5]) == N
+    with pytest.raises(AssertionError) as caught:
+        check_source_resume_exact(RepeatsAfterRestore, [2, 5])
+    assert str(caught.value) == (
+        "record 2, field 'id': resumed run gave int32(1,) array([1], dtype=int32), "
+        "uninterrupted run int32(1,) array([2], dtype=int32) (after the restore at record 2; "
+        "restores at [2])"
+    )
