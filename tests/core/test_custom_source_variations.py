@@ -258,3 +258,20 @@ def test_source_of_ones_own_given_no_config_is_told_its_config_class_beside_it()
                                         r"argument, got dict\. Build one, e\.g\. "
                                         r"Rows\(RowsConfig\(\), \.\.\.\)\.$"):
         Rows({"path": "rows.csv"}, [{"x": 1}])
+
+
+def test_own_epoch_counter_named_epoch_is_refused_clearly():
+    # `epoch` / `index` are the source's position; a stream counting its own passes in
+    # self.epoch got Python's bare "property 'epoch' ... has no setter"
+    class Passes(DataSourceModule):
+        def __init__(self, config):
+            super().__init__(config)
+            self.epoch = 0
+
+    with pytest.raises(AttributeError, match=r"^Passes\.epoch = 0: 'epoch' is the source's "
+                       r"position, read-only .* another name .* seek\(epoch, index\)"):
+        Passes(RowsConfig())
+    rows = Rows(RowsConfig(), [{"x": 1}, {"x": 2}])
+    with pytest.raises(AttributeError, match=r"^Rows\.index = 1: 'index' is the source's"):
+        rows.index = 1
+    assert (rows.epoch, rows.index) == (0, 0)

@@ -215,6 +215,22 @@ class DataSourceModule(DataraxModule, metaclass=_SourceClass):
         self.datarax_position.check_settings(self._state_settings, type(self).__name__)
         return self.datarax_position.index
 
+    @epoch.setter
+    def epoch(self, value: Any) -> None:
+        self._refuse_position_attribute("epoch", value)
+
+    @index.setter
+    def index(self, value: Any) -> None:
+        self._refuse_position_attribute("index", value)
+
+    def _refuse_position_attribute(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"{type(self).__name__}.{name} = {value!r}: '{name}' is the source's position, "
+            "read-only and kept by datarax (epoch, index). Give your own counter another "
+            "name (e.g. self.pass_no), or stand the source elsewhere with "
+            "seek(epoch, index)."
+        )
+
     def seek(self, epoch: int, index: int = 0) -> None:
         """Stand at record ``index`` of pass ``epoch`` (the next record served); streams
         re-read the pass up to there."""

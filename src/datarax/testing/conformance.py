@@ -155,9 +155,12 @@ def _settle(before: set[threading.Thread], timeout: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def check_close_releases_threads(row: SourceRow) -> None:
+def check_close_releases_threads(row: SourceRow, *, wait_s: float = 60.0) -> None:
     """Breaking out mid-epoch, then closing the iterator and the source, leaves no
-    thread behind (a first round lets libraries start the threads they keep)."""
+    thread behind (a first round lets libraries start the threads they keep).
+
+    ``wait_s``: how long ending threads may take to end (long, for a loaded machine); a
+    thread still alive then is a leak, so a leaking source fails only after ``wait_s``."""
 
     def one_round() -> None:
         with row.built() as pipeline:
@@ -171,12 +174,12 @@ def check_close_releases_threads(row: SourceRow) -> None:
     before = set(threading.enumerate())
     one_round()
     gc.collect()
-    _settle(before)
+    _settle(before, wait_s)
     left = _new_threads(before)
     if left:
         names = sorted(t.name for t in left)
         raise AssertionError(
-            f"{row.name}: {count_words(len(left), 'thread')} still alive after closing the "
-            "iterator and the "
-            f"source (left: {names})"
+            f"{row.name}: {count_words(len(left), 'thread')} still alive {wait_s:g} s after "
+            f"closing the iterator and the source (left: {names}); the source's close() "
+            "must stop and join the threads it started"
         )

@@ -158,10 +158,14 @@ def _run_with_interrupts(
     points: list[int],
     level: Level,
     close: Callable[[Any], None] | None,
+    expected: list[tuple[int, Batch]],
 ) -> tuple[list[tuple[int, Batch]], int]:
-    """Run ``num_epochs`` epochs, rebuilding from a JSON state at each point."""
+    """Run ``num_epochs`` epochs, rebuilding from a JSON state at each point; each batch
+    is compared with ``expected`` as it comes, so the first difference is named before a
+    later error it causes."""
     out: list[tuple[int, Batch]] = []
     largest = 0
+    restores: list[int] = []  # the points restored at so far
     pending = list(points)
     pipeline = make_pipeline()
     iterator: Any = None  # the iterator being drained (a restored one at iterator level)
@@ -181,12 +185,13 @@ def _run_with_interrupts(
             except StopIteration:
                 break
             out.append((iterator.epoch, to_host(batch)))
+            _compare_one(len(out) - 1, expected, out[-1], restores)
         if not due():  # the epoch ended
             iterator.close()
             iterator = None
             continue
         while due():  # interrupt: save, discard everything, rebuild, restore
-            pending.pop(0)
+            restores.append(pending.pop(0))
             state = state_of_level(level, pipeline, iterator)
             largest = max(largest, len(json.dumps(state)))
             if iterator is not None:
@@ -198,6 +203,68 @@ def _run_with_interrupts(
     if close is not None:
         close(pipeline)
     return out, largest
+
+
+def _compare_one(
+    step: int,
+    expected: list[tuple[int, Batch]],
+    got: tuple[int, Batch],
+    restores: list[int],
+    unit: str = "batch",
+) -> None:
+    """Raise unless ``unit`` ``step`` of the resumed run is the uninterrupted run's, saying
+    which restore it followed (none: the pipeline is not deterministic)."""
+    after = f" (after the restore at {unit} {restores[-1]})" if restores else ""
+    if step >= len(expected):
+        units = "batches" if unit == "batch" else f"{unit}s"
+        raise AssertionError(f"{unit} {step}: resumed run hands out more than the "
+                             f"uninterrupted run's {count_words(len(expected), unit, units)}"
+                             + after)
+    where = f"{unit} {step}" + (f" (epoch {expected[step][0]})" if unit == "batch" else "")
+    try:
+        if expected[step][0] != got[0]:
+            raise AssertionError(f"{where}: resumed run is in epoch {got[0]}")
+        compare_fields(where, expected[step][1], got[1])
+    except AssertionError as err:
+        text = str(err)
+        if restores:
+            text += f" (after the restore at {unit} {restores[-1]}; restores at {restores})"
+        else:
+            made = "pipelines make_pipeline()" if unit == "batch" else "sources make_source()"
+            text += (f" - before any restore: two {made} built hand out different "
+                     f"{unit}s, so it is not deterministic (unseeded randomness such as "
+                     "Python's random, or state shared between calls)")
+        raise AssertionError(text) from None
+
+
+class _Fresh:
+    """``make()``, refusing an object (or its ``.source``) an earlier call returned."""
+
+    def __init__(self, make: Callable[[], Any], name: str) -> None:
+        self.make, self.name, self.seen = make, name, []  # kept alive: ids stay unique
+
+    def __call__(self) -> Any:
+        built = self.make()
+        parts = [part for part in (built, getattr(built, "source", None)) if part is not None]
+        for part in parts:
+            if any(part is old for old in self.seen):
+                what = (f"the same {type(part).__name__}" if part is built else
+                        f"a {type(built).__name__} over the same {type(part).__name__} source")
+                raise AssertionError(
+                    f"{self.name}() returned {what} as an earlier call: build a new one each call, sharing nothing, else the check "
+                    "restores into the object it saved"
+                )
+        self.seen += parts
+        return built
+
+
+def _interrupts(interrupt_points: Iterable[int]) -> list[int]:
+    """The points as sorted ints; a negative one is refused."""
+    points = sorted(int(p) for p in interrupt_points)
+    if points and points[0] < 0:
+        raise ValueError(f"interrupt_points must be >= 0 (numbers handed out before each "
+                         f"restore), got {points[0]}")
+    return points
 
 
 def check_resume_exact(
@@ -213,10 +280,11 @@ def check_resume_exact(
 
     Args:
         make_pipeline: builds a new, identically configured pipeline (new source,
-            stages and ``rngs``) each time it is called; nothing may be shared.
+            stages and ``rngs``) each time it is called; nothing may be shared (a
+            pipeline or source an earlier call returned is refused).
         interrupt_points: numbers of batches handed out (counted over all epochs)
             after which to save, rebuild and restore; may repeat; ones past the end
-            are ignored.
+            are ignored, negative ones refused (``ValueError``).
         num_epochs: epochs to run (each ``iter(pipeline)`` is one epoch).
         level: ``"pipeline"`` saves ``pipeline.get_state()`` and restores with
             ``pipeline.set_state``; ``"iterator"`` saves ``iterator.get_state()`` and
@@ -228,8 +296,9 @@ def check_resume_exact(
         A :class:`ResumeReport` of what was compared.
 
     Raises:
-        AssertionError: naming the first batch, epoch and field that differ, or a
-            state that is not JSON-able or too large.
+        AssertionError: naming the first batch, epoch and field that differ and the
+            restore it followed (before any restore: the pipeline is not deterministic),
+            or a state that is not JSON-able or too large.
 
     Example:
         >>> import numpy as np
@@ -245,13 +314,16 @@ def check_resume_exact(
     """
     if level not in ("pipeline", "iterator"):
         raise ValueError(f"level must be 'pipeline' or 'iterator', got {level!r}")
+    make_pipeline = _Fresh(make_pipeline, "make_pipeline")
+    asked = _interrupts(interrupt_points)
     reference_pipeline = make_pipeline()
     expected = collect(reference_pipeline, num_epochs)
     if close is not None:
         close(reference_pipeline)
     total = len(expected)
-    points = sorted(int(p) for p in interrupt_points if 0 <= int(p) <= total)
-    got, largest = _run_with_interrupts(make_pipeline, num_epochs, points, level, close)
+    points = [p for p in asked if p <= total]
+    got, largest = _run_with_interrupts(make_pipeline, num_epochs, points, level, close,
+                                        expected)
     compare_batches(expected, got)
     if max_state_bytes is not None and largest > max_state_bytes:
         raise AssertionError(
@@ -299,13 +371,17 @@ def check_source_resume_exact(
         data = getattr(item, "data", item)
         return to_host({k: np.asarray(v)[None] for k, v in data.items()})
 
-    def run(points: list[int]) -> list[tuple[int, Batch]]:
+    make_source = _Fresh(make_source, "make_source")
+    asked = _interrupts(interrupt_points)
+
+    def run(points: list[int], expected: list[tuple[int, Batch]] | None) -> list[tuple[int, Batch]]:
         out: list[tuple[int, Batch]] = []
+        restores: list[int] = []
         source = make_source()
         iterator = iter(source)
         while len(out) < max_records:
             while points and points[0] == len(out):
-                points.pop(0)
+                restores.append(points.pop(0))
                 state = json_round_trip(source.get_state(), "source.get_state()")
                 if close is not None:
                     close(source)
@@ -317,12 +393,16 @@ def check_source_resume_exact(
             except StopIteration:
                 break
             out.append((0, record_of(item)))
+            if expected is not None:
+                _compare_one(len(out) - 1, expected, out[-1], restores, unit="record")
         if close is not None:
             close(source)
         return out
 
-    expected = run([])
+    expected = run([], None)
     # after the last record is no resume point: a finished source starts over
-    points = sorted(int(p) for p in interrupt_points if 0 <= int(p) < len(expected))
-    compare_batches(expected, run(points))
+    got = run([p for p in asked if p < len(expected)], expected)
+    if len(got) != len(expected):
+        raise AssertionError(f"resumed run handed out {count_words(len(got), 'record')}, the "
+                             f"uninterrupted run {len(expected)}")
     return len(expected)
