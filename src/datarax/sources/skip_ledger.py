@@ -42,6 +42,7 @@ from datarax.host.dtypes import NarrowingError
 from datarax.sources.decoded_records import SKIP_ADVICE, describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
 from datarax.sources.error_policy import ON_ERROR_CHOICES, ErrorPolicy
+from datarax.sources.open_readers import FileChangedError
 from datarax.storage.errors import RemoteObjectError
 
 __all__ = [
@@ -93,7 +94,7 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     path, in_file = place
     detail = describe_cause(cause)
     when = "" if epoch is None else f" (epoch {epoch})"
-    if isinstance(cause, RemoteObjectError):  # a file gone or changed: its text says what to do
+    if isinstance(cause, (RemoteObjectError, FileChangedError)):  # its text says what to do
         hint = ""
     elif isinstance(cause, OSError) and cause.errno == errno.EMFILE:  # not the file's fault
         hint = ("The file is fine: the process has as many files open as its limit allows "
