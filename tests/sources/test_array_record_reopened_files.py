@@ -108,12 +108,12 @@ def test_a_file_rewritten_in_place_is_refused(tmp_path):
         files.close()
 
 
-def test_a_changed_file_is_skipped_under_on_error_skip_counted_and_reported(
-        tmp_path, monkeypatch):
-    paths = write_int_parts(tmp_path, ENDS)
+def _first_file_replaced_when_first_closed(paths, monkeypatch):
+    """Sources built after this keep 2 files open; file 0 is replaced (7 records) as soon
+    as it is first closed for room."""
     closed = []
 
-    def close_then_replace_the_first(reader):  # file 0 replaced as soon as it is closed
+    def close_then_replace_the_first(reader):
         reader.close()
         closed.append(reader)
         if len(closed) == 1:
@@ -121,6 +121,27 @@ def test_a_changed_file_is_skipped_under_on_error_skip_counted_and_reported(
 
     monkeypatch.setattr(array_record_files, "default_limit", lambda: 2)
     monkeypatch.setattr(array_record_files, "_close_reader", close_then_replace_the_first)
+
+
+def test_a_source_reading_a_changed_file_stops_naming_it(tmp_path, monkeypatch):
+    paths = write_int_parts(tmp_path, ENDS)
+    _first_file_replaced_when_first_closed(paths, monkeypatch)
+    values = []
+    source = int_source(paths, num_epochs=2, num_threads=1)
+    with source, pytest.raises(FileChangedError) as err:
+        values.extend(int(record["x"]) for record in source)
+    assert values == list(range(20))  # epoch 0 read file 0 before it was closed
+    assert str(err.value).startswith(
+        f"ArrayRecordSourceModule: cannot read record 0 of file '{paths[0]}' (epoch 1): "
+        f"'{paths[0]}' changed on disk since the source first opened it (it holds 7 records "
+        "now, 5 when the source counted them);")
+    assert (err.value.path, err.value.index) == (paths[0], 0)
+
+
+def test_a_changed_file_is_skipped_under_on_error_skip_counted_and_reported(
+        tmp_path, monkeypatch):
+    paths = write_int_parts(tmp_path, ENDS)
+    _first_file_replaced_when_first_closed(paths, monkeypatch)
     source = int_source(paths, on_error="skip", num_epochs=2, num_threads=1)
     with source:
         values = [int(record["x"]) for record in source]

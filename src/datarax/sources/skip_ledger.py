@@ -112,6 +112,8 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     message = f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}".rstrip()
     if isinstance(cause, RemoteObjectError):  # still the store's error: except clauses catch it
         err: RecordError = RemoteObjectError(message, url=cause.url, index=in_file)
+    elif isinstance(cause, FileChangedError):  # ... and still a changed file's
+        err = FileChangedError(message, path=path, index=in_file)
     else:
         err = RecordError(message, path=path, index=in_file)
     err.__cause__ = cause
