@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from datarax.extras import require  # not core.extras: decode workers load no JAX
-from datarax.sources.open_readers import OpenReaders, TooManyOpenFiles, default_limit
+from datarax.sources.open_readers import (
+    FileVersions,
+    OpenReaders,
+    TooManyOpenFiles,
+    default_limit,
+)
 from datarax.storage import RemoteShards
 from datarax.storage.blocks import FileBlocks, open_block
 from datarax.storage.head_start import HeadStart
@@ -42,6 +47,8 @@ class ArrayRecordFiles:
     Python's lock); at most ``max_open`` are open at once (default: a quarter of the
     process's open-file limit), the least recently used closed to open another, so
     thousands of shards read in a shuffled order do not run out of file descriptors.
+    A file opened again is refused (a ``FileChangedError``) when its size, modification
+    time or record count is not the one first opened, counted (``counts``).
     A batch's keys are grouped by file: one ``read(positions)`` per file touched, on
     the calling thread. A file that cannot be opened raises at the
     read (the source names it and the record); a later read tries again. It pickles
@@ -83,7 +90,9 @@ class ArrayRecordFiles:
         self._starts = self._ends - np.asarray(self.counts, dtype=np.int64)
         self.ends = tuple(self._ends.tolist())  # record numbers where each file ends
         self.max_open = state.get("max_open")  # None: the process's limit (read there)
-        self._readers = OpenReaders(functools.partial(_open_nth, self.files), _close_reader,
+        self._versions = FileVersions()  # each file as this process first opened it
+        self._readers = OpenReaders(functools.partial(_open_nth, self.files, self.counts,
+                                                      self._versions), _close_reader,
                                     self.max_open if self.max_open is not None
                                     else default_limit())
 
@@ -196,8 +205,15 @@ def _close_reader(reader: Any) -> None:
 READ_BUFFER_BYTES = 4096
 
 
-def _open_nth(files: Sequence[str], f: int) -> Any:
-    return _open_reader(files[f])
+def _open_nth(files: Sequence[str], counts: Sequence[int], versions: FileVersions,
+              f: int) -> Any:
+    """File ``f``'s reader, refused when the file is not the one first opened or holds
+    another number of records than counted."""
+    return versions.open(files[f], _open_reader, _num_records, counts[f], _close_reader)
+
+
+def _num_records(reader: Any) -> int:
+    return int(reader.num_records())
 
 
 def _open_reader(path: str) -> Any:

@@ -6,7 +6,10 @@ end in ``Too many open files`` past the process's limit (``ulimit -n``, often 10
 ``OpenReaders`` keeps the most recently used readers open, up to ``limit``, and closes
 the least recently used one that no thread is reading when another must open; a reader
 in use is never closed under its reader. :func:`default_limit` is a quarter of the
-process's open-file limit (at most 4096), so a few sources fit side by side.
+process's open-file limit (at most 4096), so a few sources fit side by side. A file closed
+for room and opened again may have been replaced meanwhile: :class:`FileVersions` refuses
+one whose size, modification time, inode or record count is not the one first opened
+(:class:`FileChangedError`).
 
 Example:
     >>> opened = []
@@ -20,13 +23,19 @@ Example:
 
 from __future__ import annotations
 
+import datetime
 import errno
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-__all__ = ["OpenReaders", "TooManyOpenFiles", "default_limit"]
+from datarax.errors import RecordError
+from datarax.host.counts import count_words
+
+__all__ = ["FileChangedError", "FileVersions", "OpenReaders", "TooManyOpenFiles",
+           "default_limit"]
 
 T = TypeVar("T")
 
@@ -143,3 +152,100 @@ class OpenReaders:
                 self._close_fn(reader)
             except Exception:  # noqa: BLE001, S110 - closing a reader of a file since damaged
                 pass
+
+
+
+class FileChangedError(RecordError):
+    """A file that changed on disk since the source first opened it (``path``): another
+    size, modification time or record count, so its records may not be the ones the source
+    counted. A ``RecordError``: ``on_error="skip"`` skips the file's records (counted and
+    reported); the source refuses the file until it is rebuilt."""
+
+
+def changed_error(path: str, detail: str) -> FileChangedError:
+    """The error of ``path`` found changed (``detail``: how)."""
+    return FileChangedError(
+        f"'{path}' changed on disk since the source first opened it ({detail}); it was "
+        "rewritten or replaced while being read, and none of its records were read from "
+        "the changed file. Let the writes finish, then rebuild the source (it counts the "
+        "files again), or read with on_error='skip' to skip this file's records.", path=path)
+
+
+Version = tuple[int, int, int]  # (inode, size in bytes, modification time in ns)
+
+
+class FileVersions:
+    """Each file as first opened (its inode, size and modification time), checked at
+    every later open with the record count the source counted: a file closed for room and
+    replaced before it was opened again is refused, not read (:class:`FileChangedError`),
+    then refused at once until the source is rebuilt (no reopen per record).
+
+    Example:
+        >>> import tempfile
+        >>> path = tempfile.mkstemp()[1]
+        >>> versions = FileVersions()
+        >>> versions.open(path, open, lambda fh: 3, counted=3, close=lambda fh: fh.close()).close()
+        >>> with open(path, "w") as fh:
+        ...     _ = fh.write("longer now")
+        >>> versions.open(path, open, lambda fh: 3, counted=3, close=lambda fh: fh.close())
+        Traceback (most recent call last):
+        ...
+        datarax.sources.open_readers.FileChangedError: '...' changed on disk since the source first opened it (10 bytes now, 0 when first opened); ...
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[str, Version] = {}
+        self._changed: dict[str, str] = {}  # path -> how it changed
+        self._lock = threading.Lock()
+
+    def open(self, path: str, open: Callable[[str], T], records: Callable[[T], int],
+             counted: int, close: Callable[[T], None]) -> T:
+        """``open(path)``, refused (closed) when the file is not the one first opened or
+        holds another number of records than ``counted``."""
+        with self._lock:
+            known = self._changed.get(path)
+        if known is not None:
+            raise changed_error(path, known)
+        before = _version(path)
+        reader = open(path)  # raises for a file that cannot be opened
+        try:
+            detail = self._differs(path, before, _version(path), int(records(reader)), counted)
+        except BaseException:
+            close(reader)
+            raise
+        if detail is None:
+            return reader
+        close(reader)
+        with self._lock:
+            self._changed.setdefault(path, detail)
+        raise changed_error(path, detail)
+
+    def _differs(self, path: str, before: Version | None, after: Version | None,
+                 records: int, counted: int) -> str | None:
+        if records != counted:
+            return (f"it holds {count_words(records, 'record')} now, {counted} when the "
+                    "source counted them")
+        if before is None or after is None or before != after:
+            return "it changed while being opened"
+        with self._lock:
+            first = self._first.setdefault(path, after)
+        if after[1] != first[1]:
+            return f"{after[1]} bytes now, {first[1]} when first opened"
+        if after[2] != first[2]:
+            return f"modified at {_when(after[2])} now, {_when(first[2])} when first opened"
+        if after[0] != first[0]:
+            return "another file now: it was replaced (same size and modification time)"
+        return None
+
+
+def _version(path: str) -> Version | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def _when(ns: int) -> str:
+    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).isoformat(
+        sep=" ", timespec="microseconds")

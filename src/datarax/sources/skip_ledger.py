@@ -42,6 +42,7 @@ from datarax.host.dtypes import NarrowingError
 from datarax.sources.decoded_records import SKIP_ADVICE, describe_cause, structure_hint
 # the policy itself imports no JAX or Flax (decode worker processes receive it)
 from datarax.sources.error_policy import ON_ERROR_CHOICES, ErrorPolicy
+from datarax.sources.open_readers import FileChangedError
 from datarax.storage.errors import RemoteObjectError
 
 __all__ = [
@@ -106,7 +107,7 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     path, in_file = place
     detail = describe_cause(cause)
     when = "" if epoch is None else f" (epoch {epoch})"
-    if isinstance(cause, RemoteObjectError):  # a file gone or changed: its text says what to do
+    if isinstance(cause, (RemoteObjectError, FileChangedError)):  # its text says what to do
         hint = ""
     elif out_of_files(cause):  # not the file's fault
         hint = ("The file is fine: the process has as many files open as its limit allows "
@@ -124,6 +125,8 @@ def bad_record_error(name: str, place: tuple[str | None, int], cause: BaseExcept
     message = f"{name}: cannot read {record_place(path, in_file)}{when}: {detail}. {hint}".rstrip()
     if isinstance(cause, RemoteObjectError):  # still the store's error: except clauses catch it
         err: RecordError = RemoteObjectError(message, url=cause.url, index=in_file)
+    elif isinstance(cause, FileChangedError):  # ... and still a changed file's
+        err = FileChangedError(message, path=path, index=in_file)
     else:
         err = RecordError(message, path=path, index=in_file)
     err.__cause__ = cause
