@@ -150,3 +150,17 @@ def test_the_sources_attributes_hold_no_value_per_file(paths):
     assert two == six
     assert (two_paths, six_paths) == (paths[:2], paths)
 
+
+
+def test_too_many_open_files_survives_a_pickle_from_a_decode_worker():
+    import pickle
+
+    from datarax.sources.open_readers import TooManyOpenFiles
+
+    error = TooManyOpenFiles("/data/part-3.array_record", "[Errno 24] Too many open files")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is TooManyOpenFiles and copy.errno == error.errno == 24
+    assert str(copy) == str(error)
+    assert copy.path == "/data/part-3.array_record"
+    assert str(copy).startswith("[Errno 24] cannot open '/data/part-3.array_record': [Errno 24] "
+                                "Too many open files. The file is fine")

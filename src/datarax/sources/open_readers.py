@@ -61,12 +61,16 @@ class TooManyOpenFiles(OSError):
     limit allows: not a bad record, so never skipped (``on_error="skip"``) but raised."""
 
     def __init__(self, path: str, cause: str) -> None:
+        self.path, self.cause = path, cause
         super().__init__(
             errno.EMFILE,
             f"cannot open '{path}': {cause}. The file is fine: this process has as many "
             f"files open as its limit allows (ulimit -n: {_soft_limit()}); raise the limit "
             "(e.g. ulimit -n 8192 in the shell that starts the program) or close the "
             "sources you are done with (each keeps at most a quarter of the limit open).")
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:  # from a decode worker, intact
+        return type(self), (self.path, self.cause)
 
 
 def _soft_limit() -> str:
