@@ -369,8 +369,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue after the last record the saved mixture handed out (a ``StateError``
         names the first of :meth:`order_settings` that differs)."""
-        super().set_state(state)
-        saved = state.get("stream_passes", {})
+        saved = state.get("stream_passes", {}) if isinstance(state, dict) else {}
         by_pass = [n for n, b in zip(self.names, self.__reads.by_pass) if b]
         if isinstance(saved, dict) and saved and sorted(map(str, saved)) != sorted(by_pass):
             raise StateError(
@@ -379,7 +378,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
                 "state was saved by a mixture whose sources are named otherwise. Restore it "
                 "into a mixture built with the same source names.",
                 field="stream_passes",
-            )
+            )  # (before the position is restored: the refused state moves nothing)
+        super().set_state(state)
         updated = np.zeros((len(self.sources), 2), np.int64)
         for i, by_pass in enumerate(self.__reads.by_pass):
             if not by_pass:
