@@ -243,12 +243,13 @@ def test_a_state_of_a_stream_source_named_otherwise_is_refused_naming_both():
         return MixSource({"m": memory(0, 3), stream_name: NumberStream(0, 3, field="id")},
                          [1, 1], records_per_epoch=6)
 
-    saved = mix("s")
+    saved, refused = mix("s"), mix("t")
     saved.get_batch_with_indices(3)
     with pytest.raises(StateError, match=r"^MixSource state 'stream_passes' names the sources "
                        r"read by passes \['s'\], but this mixture's are \['t'\]: .* same source "
                        r"names\.$"):
-        mix("t").set_state(saved.get_state())
+        refused.set_state(saved.get_state())
+    assert refused.datarax_position.where() == (0, 0)  # the refused state moved nothing
 
 def test_locate_names_the_source_and_draw():
     mix = MixSource({"a": memory(0, 4, shuffle=False), "b": memory(10, 14, shuffle=False)},

@@ -143,6 +143,25 @@ def test_shared_pipeline_or_source_refused() -> None:
         check_source_resume_exact(lambda: source, [1])
 
 
+class OverArray(Rotating):
+    """Reads the ids from an array it names ``source`` (the user's name, not a child)."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        super().__init__()
+        self.source = data
+
+    def get_batch(self, batch_size: int) -> dict[str, np.ndarray] | None:
+        batch = super().get_batch(batch_size)
+        return None if batch is None else {"id": self.source[batch["id"]]}
+
+
+def test_shared_data_under_the_name_source_is_not_a_shared_source() -> None:
+    data = np.arange(100, 100 + N, dtype=np.int32)  # one array for every build: fine
+    assert check_source_resume_exact(lambda: OverArray(data), [2, 5]) == N
+    report = check_resume_exact(lambda: Pipeline(source=OverArray(data), batch_size=3), [1, 2])
+    assert report.num_batches == 4
+
+
 def test_negative_interrupt_point_refused() -> None:
     with pytest.raises(ValueError, match=r"interrupt_points must be >= 0 .* got -1"):
         check_resume_exact(maker(Rotating), [2, -1])

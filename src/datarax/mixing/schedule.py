@@ -36,6 +36,20 @@ _EXACT_DENOMINATOR = 4096  # weights within 1e-9 of a fraction with this denomin
 _PHASE_SCALE = 1 << 20  # phases are integers in [0, _PHASE_SCALE): exact comparisons
 
 
+def as_number(value: Any) -> Any:
+    """A 0-d array of a number (``np.float32(0.7)``, ``jnp.float32(0.7)``) as the number it
+    holds; any other value as it is (a weight is checked after).
+
+    Example:
+        >>> as_number(np.float32(0.5)), as_number(np.array(3)), as_number(True), as_number("a")
+        (0.5, 3, True, 'a')
+    """
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__array__"):
+        return value
+    array = np.asarray(value)
+    return array.item() if array.ndim == 0 and array.dtype.kind in "iuf" else value
+
+
 def integer_weights(weights: Sequence[float], names: Sequence[str]) -> np.ndarray:
     """``W_i`` with ``W_i / sum(W)`` the normalised weights (or within 1/65536)."""
     for name, w in zip(names, weights):

@@ -54,7 +54,7 @@ from datarax.host.counts import check_count, count_words, python_ints
 from datarax.mixing.checks import check_children, check_compiled_keys
 from datarax.mixing.child_reads import ChildReads, interleave
 from datarax.mixing.sampling import sampled_records
-from datarax.mixing.schedule import MixSchedule
+from datarax.mixing.schedule import MixSchedule, as_number
 from datarax.typing import Batch
 
 MODES = ("epoch", "sampling")
@@ -178,7 +178,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
                 f"MixSource weights must be a dict by name, a list or a 1-D array, got "
                 f"{type(weights).__name__}."
             )
-        weight_list = [_scalar(w) for w in weight_list]
+        weight_list = [as_number(w) for w in weight_list]
         records_per_epoch = python_ints(records_per_epoch)
         config = MixSourceConfig(
             names=tuple(names),
@@ -369,8 +369,7 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue after the last record the saved mixture handed out (a ``StateError``
         names the first of :meth:`order_settings` that differs)."""
-        super().set_state(state)
-        saved = state.get("stream_passes", {})
+        saved = state.get("stream_passes", {}) if isinstance(state, dict) else {}
         by_pass = [n for n, b in zip(self.names, self.__reads.by_pass) if b]
         if isinstance(saved, dict) and saved and sorted(map(str, saved)) != sorted(by_pass):
             raise StateError(
@@ -379,7 +378,8 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
                 "state was saved by a mixture whose sources are named otherwise. Restore it "
                 "into a mixture built with the same source names.",
                 field="stream_passes",
-            )
+            )  # (before the position is restored: the refused state moves nothing)
+        super().set_state(state)
         updated = np.zeros((len(self.sources), 2), np.int64)
         for i, by_pass in enumerate(self.__reads.by_pass):
             if not by_pass:
@@ -392,13 +392,5 @@ class MixSource(LengthIfKnown, ChildSources, DataSourceModule):
 
 
 # ---------------------------------------------------------------------- helpers
-def _scalar(value: Any) -> Any:
-    """A 0-d array of a number as that number; any other value as it is."""
-    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__array__"):
-        return value
-    array = np.asarray(value)
-    return array.item() if array.ndim == 0 and array.dtype.kind in "iuf" else value
-
-
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))

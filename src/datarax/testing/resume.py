@@ -7,6 +7,7 @@ same batches, bit for bit, as an uninterrupted one.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -14,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from datarax.core.batch import batch_length, head_on_host
+from datarax.core.data_source import DataSourceModule
 from datarax.core.spec import flatten_fields
 from datarax.host.counts import count_words
 from datarax.typing import Batch
@@ -238,24 +240,37 @@ def _compare_one(
 
 
 class _Fresh:
-    """``make()``, refusing an object (or its ``.source``) an earlier call returned."""
+    """``make()``, refusing an object (or its ``.source``, where that is a source) an
+    earlier call returned; a ``.source`` of data (a path, an array) may be shared."""
 
     def __init__(self, make: Callable[[], Any], name: str) -> None:
-        self.make, self.name, self.seen = make, name, []  # kept alive: ids stay unique
+        self.make, self.name = make, name
+        self.seen: list[Callable[[], Any]] = []  # weakly: the check frees what it drops
 
     def __call__(self) -> Any:
         built = self.make()
-        parts = [part for part in (built, getattr(built, "source", None)) if part is not None]
+        child = getattr(built, "source", None)
+        parts = [built] + ([child] if isinstance(child, DataSourceModule) else [])
         for part in parts:
-            if any(part is old for old in self.seen):
+            if any(part is seen() for seen in self.seen):
                 what = (f"the same {type(part).__name__}" if part is built else
                         f"a {type(built).__name__} over the same {type(part).__name__} source")
                 raise AssertionError(
-                    f"{self.name}() returned {what} as an earlier call: build a new one each call, sharing nothing, else the check "
-                    "restores into the object it saved"
+                    f"{self.name}() returned {what} as an earlier call: build a new one "
+                    "each call, sharing nothing, else the check restores into the object "
+                    "it saved"
                 )
-        self.seen += parts
+        self.seen += [_weak(part) for part in parts]
         return built
+
+
+def _weak(part: Any) -> Callable[[], Any]:
+    """A weak reference to ``part`` (a dead one is None: never returned again), or
+    ``part`` held where it takes none."""
+    try:
+        return weakref.ref(part)
+    except TypeError:
+        return lambda: part
 
 
 def _interrupts(interrupt_points: Iterable[int]) -> list[int]:

@@ -16,6 +16,7 @@ import numpy as np
 from datarax.core.children import close_each
 from datarax.core.errors import ConfigError
 from datarax.host.counts import check_count
+from datarax.mixing.schedule import as_number
 from datarax.text.documents import as_reader, close_reader, reader_settings
 
 BLOCK = 1 << 16
@@ -30,14 +31,6 @@ def draw_edges(shares: np.ndarray) -> np.ndarray:
     edges = np.cumsum(shares)
     edges[int(np.flatnonzero(shares > 0)[-1]):] = 1.0
     return edges
-
-
-def _number(value: Any) -> Any:
-    """A 0-d array of a number (``jnp.float32(0.7)``) as that number; else ``value``."""
-    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__array__"):
-        return value
-    array = np.asarray(value)
-    return array.item() if array.ndim == 0 and array.dtype.kind in "iuf" else value
 
 
 class MixedDocuments:
@@ -75,7 +68,7 @@ class MixedDocuments:
                 f"MixedDocuments weights name {sorted(weights)} but the corpora are "
                 f"{sorted(corpora)}; give one weight per corpus."
             )
-        weights = {name: _number(w) for name, w in weights.items()}
+        weights = {name: as_number(w) for name, w in weights.items()}
         for name, w in weights.items():
             if (
                 isinstance(w, (bool, np.bool_))
