@@ -9,7 +9,8 @@ and labels copied (``owned_device_put_all``), then, for each program of
 lowering, compile (the cache's load) and first run (with the host reading the result)
 timed apart, in wall seconds. Phase 1 is the program choosing the epoch's kept records
 (``choose_on_device`` or ``keeps``, the mask), phase 2 the batch step from them
-(``step_from_rows``, the owned floor's step with the labels gathered too);
+(``step_from_kept`` or ``step_from_rows``, the owned floor's step with the labels
+gathered too);
 ``step_alone`` times phase 2 with no phase 1 before it (the rows chosen on the host, as
 the owned floor does): what one program costs, so that the second program's share of the
 first batch is the difference. Reported: per case, the median of each cost over the runs.
@@ -29,7 +30,7 @@ import numpy as np
 from benchmarks.harness import emit, parser, run_worker, worker_env
 
 #: per compaction, the programs in an epoch's order
-PROGRAMS = {"device": ("choose_on_device", "step_from_rows"),
+PROGRAMS = {"device": ("choose_on_device", "step_from_kept"),
             "host": ("keeps", "step_from_rows"),
             "step_alone": (None, "step_from_rows")}  # phase 2 as the one program: the floor
 
@@ -68,8 +69,7 @@ def run_one(compact: str, records: int, batch: int, seed: int) -> dict[str, Any]
     else:
         costs[chosen], out = timed(jitted[chosen], data, marks, order)
         # phase 2's first batch: from the kept rows on the device, or the host's first ones
-        first = (np.asarray(out[0])[:batch] if compact == "device"
-                 else order[np.asarray(out)][:batch])
+        first = out[0] if compact == "device" else order[np.asarray(out)][:batch]
     costs[step], _ = timed(jitted[step], data, marks, first, np.int32(seed), np.int32(0))
     costs["first_batch"] = time.perf_counter() - began
     return costs

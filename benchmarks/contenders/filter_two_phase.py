@@ -7,17 +7,13 @@ parts it does not read), never numpy on the host's labels. Per epoch:
 
 1. one jitted program evaluates the predicate over the whole shuffled order at once
    (vectorised over all N records) and gives the kept positions, compacted on the
-   device (``compact="device"``: ``jnp.nonzero(size=N)``, the host reading the packed
-   rows and their count once) or on the host from the returned mask
+   device (``compact="device"``: ``jnp.nonzero(size=N)``, padded by one batch; they stay
+   there, the host reads only their count) or on the host from the returned mask
    (``compact="host"``: ``order[mask]``, as the floor's rows);
-2. per batch, one jitted step given that batch's rows (the short last one padded and cut
-   on the host): a gather of ``batch_size`` kept records, /255 and the random flip, with
-   the floor's per-batch key (``fold_in(key(seed), batch index)``).
-
-Not kept: the packed rows left on the device and sliced inside the step
-(``dynamic_slice(kept, i * batch_size)``): XLA:CPU fuses the slice into the gather's loop
-over every value and the step ran ~5x slower (docs/benchmarks.md, "Session 13: a
-two-phase filter floor").
+2. per batch, one jitted step: its ``batch_size`` rows (``kept[i * batch_size + iota]``
+   on the device, or given by the host; the short last batch padded and cut on the host),
+   a gather of those records, /255 and the random flip, with the floor's per-batch key
+   (``fold_in(key(seed), batch index)``).
 
 The images and labels are copied before it returns (``owned_device_put_all``, as the
 owned floor copies the images): the caller's buffers stay theirs.
@@ -41,8 +37,9 @@ def even_label(record: dict[str, Any]) -> Any:
 def programs(batch_size: int, predicate: Callable[[dict[str, Any]], Any] = even_label,
              ) -> dict[str, Callable[..., Any]]:
     """The jitted programs, each called as ``(images, labels, ...)``: phase 1
-    ``choose_on_device(order) -> (kept rows first, count)`` or ``keeps(order) -> mask``;
-    phase 2 ``step_from_rows(rows, seed, i) -> (float images, labels)``."""
+    ``choose_on_device(order) -> (kept rows first, padded by a batch; count)`` or
+    ``keeps(order) -> mask``; phase 2 ``step_from_kept(kept, seed, i)`` (batch ``i`` of
+    the packed rows) or ``step_from_rows(rows, seed, i) -> (float images, labels)``."""
     import jax
     import jax.numpy as jnp
 
@@ -53,7 +50,7 @@ def programs(batch_size: int, predicate: Callable[[dict[str, Any]], Any] = even_
                          ) -> tuple[jax.Array, jax.Array]:
         mask = keeps(data, marks, order)
         (at,) = jnp.nonzero(mask, size=order.shape[0], fill_value=0)
-        return order[at], mask.sum(dtype=jnp.int32)
+        return jnp.pad(order[at], (0, batch_size)), mask.sum(dtype=jnp.int32)
 
     def step_from_rows(data: jax.Array, marks: jax.Array, rows: jax.Array, seed: jax.Array,
                        i: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -62,7 +59,15 @@ def programs(batch_size: int, predicate: Callable[[dict[str, Any]], Any] = even_
         flips = jax.random.bernoulli(key, shape=(rows.shape[0],))
         return jnp.where(flips[:, None, None, None], out[:, :, ::-1, :], out), marks[rows]
 
-    return {f.__name__: jax.jit(f) for f in (choose_on_device, keeps, step_from_rows)}
+    def step_from_kept(data: jax.Array, marks: jax.Array, kept: jax.Array, seed: jax.Array,
+                       i: jax.Array) -> tuple[jax.Array, jax.Array]:
+        # a gather, not dynamic_slice: XLA:CPU fuses a dynamic slice into the gather's
+        # loop over every value, and the step ran ~5x slower
+        rows = kept[i * batch_size + jnp.arange(batch_size, dtype=i.dtype)]
+        return step_from_rows(data, marks, rows, seed, i)
+
+    return {f.__name__: jax.jit(f) for f in (choose_on_device, keeps, step_from_kept,
+                                            step_from_rows)}
 
 
 def two_phase_epochs(images: np.ndarray, labels: np.ndarray, batch_size: int, seed: int,
@@ -79,18 +84,22 @@ def two_phase_epochs(images: np.ndarray, labels: np.ndarray, batch_size: int, se
     n = images.shape[0]
     jitted = programs(batch_size, predicate)
     choose_on_device, choose_mask = jitted["choose_on_device"], jitted["keeps"]
-    step_from_rows = jitted["step_from_rows"]
+    step_from_kept, step_from_rows = jitted["step_from_kept"], jitted["step_from_rows"]
     count = iter(range(1 << 30))
 
     def epoch() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         e = next(count)
         order = np.random.default_rng(seed + e).permutation(n).astype(np.int32)
         s = np.int32(seed + e)
-        if compact == "device":  # one read of the kept rows, packed by the program
+        if compact == "device":  # the packed rows stay on the device; the host reads the count
             kept, total = choose_on_device(data, marks, order)
-            kept_rows = np.asarray(kept)[:int(total)]
-        else:  # one read of the mask, packed here
-            kept_rows = order[np.asarray(choose_mask(data, marks, order))]
+            total = int(total)
+            for i, lo in enumerate(range(0, total, batch_size)):
+                out, label = step_from_kept(data, marks, kept, s, np.int32(i))
+                m = min(batch_size, total - lo)
+                yield np.asarray(out)[:m], np.asarray(label)[:m]
+            return
+        kept_rows = order[np.asarray(choose_mask(data, marks, order))]  # the mask, packed here
         for i, lo in enumerate(range(0, kept_rows.shape[0], batch_size)):
             rows = kept_rows[lo:lo + batch_size]
             padded = np.zeros(batch_size, np.int32)
