@@ -8,9 +8,8 @@ the same work (:mod:`benchmarks.contenders.filter_jit`), warmed up as datarax is
 ``jax_floor_owned`` the same with its own copy of the images made before it returns (the
 guarantee datarax gives: the caller's buffer stays theirs). ``jax_two_phase`` is plain JAX
 doing what a library must (:mod:`benchmarks.contenders.filter_two_phase`): a traced
-predicate over the epoch's whole order in one program, the kept rows packed on the device
-(``jax_two_phase_host``: on the host, from the mask), then a batch step per batch, its
-copies owned. Each runs in a fresh process and is
+predicate over the epoch's whole order in one program, the kept rows packed on the device,
+then a batch step per batch, its copies owned. Each runs in a fresh process and is
 measured as the suite measures W1 (:mod:`benchmarks.worker`): its libraries are
 imported and the data made before the clock starts; ``whole`` is the first epoch from
 building the loader to its last batch, ``steady`` the second epoch; both as kept records
@@ -48,9 +47,9 @@ import numpy as np
 
 from benchmarks.harness import emit, parser, run_worker, worker_env
 CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor", "jax_floor",
-              "jax_floor_owned", "jax_two_phase", "jax_two_phase_host")
+              "jax_floor_owned", "jax_two_phase")
 #: the plain-JAX loaders datarax is compared with
-FLOORS = ("jax_floor", "jax_floor_owned", "jax_two_phase", "jax_two_phase_host")
+FLOORS = ("jax_floor", "jax_floor_owned", "jax_two_phase")
 #: datarax from the ``--before`` tree, measured as ``datarax`` is
 BEFORE = "datarax_before"
 Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
@@ -183,16 +182,10 @@ def owned_floor_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed:
     return jit_epochs(images, labels, batch, seed, owned=True)
 
 
-def two_phase_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int,
-                     compact: str = "device") -> Epoch:
+def two_phase_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
     from benchmarks.contenders.filter_two_phase import two_phase_epochs as epochs
 
-    return epochs(images, labels, batch, seed, compact=compact)
-
-
-def two_phase_host_epochs(images: np.ndarray, labels: np.ndarray, batch: int,
-                          seed: int) -> Epoch:
-    return two_phase_epochs(images, labels, batch, seed, compact="host")
+    return epochs(images, labels, batch, seed)
 
 
 #: imported before the clock starts, as the suite's contender modules are
@@ -206,14 +199,12 @@ IMPORTS = {"datarax": ("jax", "jax.numpy", "flax.nnx", "datarax.operators", "dat
                                "datarax.core.owned"),
            "jax_two_phase": ("jax", "jax.numpy", "benchmarks.contenders.filter_two_phase",
                              "datarax.core.owned")}
-IMPORTS["jax_two_phase_host"] = IMPORTS["jax_two_phase"]
 #: contenders that run once untimed first, with JAX's persistent compilation cache
 WARM_UP = ("datarax", BEFORE, *FLOORS)
 
 BUILDERS = {"datarax": datarax_epochs, "grain": grain_epochs, "tf_data": tf_epochs,
             "torch": torch_epochs, "numpy_floor": floor_epochs, "jax_floor": jit_floor_epochs,
-            "jax_floor_owned": owned_floor_epochs, "jax_two_phase": two_phase_epochs,
-            "jax_two_phase_host": two_phase_host_epochs}
+            "jax_floor_owned": owned_floor_epochs, "jax_two_phase": two_phase_epochs}
 IMPORTS[BEFORE], BUILDERS[BEFORE] = IMPORTS["datarax"], datarax_epochs
 
 
