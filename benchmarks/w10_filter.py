@@ -8,8 +8,8 @@ the same work (:mod:`benchmarks.contenders.filter_jit`), warmed up as datarax is
 ``jax_floor_owned`` the same with its own copy of the images made before it returns (the
 guarantee datarax gives: the caller's buffer stays theirs). ``jax_two_phase`` is plain JAX
 doing what a library must (:mod:`benchmarks.contenders.filter_two_phase`): a traced
-predicate over the epoch's whole order in one program, the kept rows packed on the device,
-then a batch step per batch, its copies owned. Each runs in a fresh process and is
+predicate over the epoch's whole order in one program (the host packs the kept rows from
+its mask), then a batch step per batch, its copies owned. Each runs in a fresh process and is
 measured as the suite measures W1 (:mod:`benchmarks.worker`): its libraries are
 imported and the data made before the clock starts; ``whole`` is the first epoch from
 building the loader to its last batch, ``steady`` the second epoch; both as kept records

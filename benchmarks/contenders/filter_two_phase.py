@@ -6,14 +6,20 @@ written with ``jnp``; it is handed the whole record, image and label, and XLA dr
 parts it does not read), never numpy on the host's labels. Per epoch:
 
 1. one jitted program evaluates the predicate over the whole shuffled order at once
-   (vectorised over all N records) and gives the kept positions, compacted on the
-   device (``compact="device"``: ``jnp.nonzero(size=N)``, padded by one batch; they stay
-   there, the host reads only their count) or on the host from the returned mask
-   (``compact="host"``: ``order[mask]``, as the floor's rows);
+   (vectorised over all N records) and gives the kept positions: the host packs them
+   from the returned mask (``compact="host"``: ``order[mask]``, as the floor's rows), or
+   the program packs them on the device (``compact="device"``: ``jnp.nonzero(size=N)``,
+   padded by one batch; they stay there, the host reads only their count);
 2. per batch, one jitted step: its ``batch_size`` rows (``kept[i * batch_size + iota]``
    on the device, or given by the host; the short last batch padded and cut on the host),
    a gather of those records, /255 and the random flip, with the floor's per-batch key
    (``fold_in(key(seed), batch index)``).
+
+``host`` is the benchmark's ``jax_two_phase``: at load ~1.3, eight alternating pairs of
+fresh processes, its whole epoch took 165 ms against ``device``'s 183 (first batch 119
+against 139: ``nonzero``'s program costs ~20 ms more to trace, lower and load), steady
+epochs equal. A ``dynamic_slice`` of the packed rows in the step (instead of the gather
+by index) ran the step ~5x slower: XLA:CPU fuses the slice into the loop over every value.
 
 The images and labels are copied before it returns (``owned_device_put_all``, as the
 owned floor copies the images): the caller's buffers stay theirs.
@@ -61,8 +67,7 @@ def programs(batch_size: int, predicate: Callable[[dict[str, Any]], Any] = even_
 
     def step_from_kept(data: jax.Array, marks: jax.Array, kept: jax.Array, seed: jax.Array,
                        i: jax.Array) -> tuple[jax.Array, jax.Array]:
-        # a gather, not dynamic_slice: XLA:CPU fuses a dynamic slice into the gather's
-        # loop over every value, and the step ran ~5x slower
+        # a gather, not dynamic_slice (fused into the loop over every value: ~5x slower)
         rows = kept[i * batch_size + jnp.arange(batch_size, dtype=i.dtype)]
         return step_from_rows(data, marks, rows, seed, i)
 
@@ -72,7 +77,7 @@ def programs(batch_size: int, predicate: Callable[[dict[str, Any]], Any] = even_
 
 def two_phase_epochs(images: np.ndarray, labels: np.ndarray, batch_size: int, seed: int,
                      predicate: Callable[[dict[str, Any]], Any] = even_label,
-                     compact: str = "device") -> Epoch:
+                     compact: str = "host") -> Epoch:
     """A function giving one shuffled epoch of the records ``predicate`` keeps per call,
     as (float images, labels) batches; ``compact``: where the kept positions are packed
     ("device" or "host")."""
