@@ -6,7 +6,10 @@ tf.data (``filter``), a torch ``IterableDataset`` with a ``DataLoader`` and the 
 floor (:mod:`benchmarks.contenders.filter_floor`); ``jax_floor`` is a plain ``jax.jit`` of
 the same work (:mod:`benchmarks.contenders.filter_jit`), warmed up as datarax is, and
 ``jax_floor_owned`` the same with its own copy of the images made before it returns (the
-guarantee datarax gives: the caller's buffer stays theirs). Each runs in a fresh process and is
+guarantee datarax gives: the caller's buffer stays theirs). ``jax_two_phase`` is plain JAX
+doing what a library must (:mod:`benchmarks.contenders.filter_two_phase`): a traced
+predicate over the epoch's whole order in one program (the host packs the kept rows from
+its mask), then a batch step per batch, its copies owned. Each runs in a fresh process and is
 measured as the suite measures W1 (:mod:`benchmarks.worker`): its libraries are
 imported and the data made before the clock starts; ``whole`` is the first epoch from
 building the loader to its last batch, ``steady`` the second epoch; both as kept records
@@ -44,7 +47,9 @@ import numpy as np
 
 from benchmarks.harness import emit, parser, run_worker, worker_env
 CONTENDERS = ("datarax", "grain", "tf_data", "torch", "numpy_floor", "jax_floor",
-              "jax_floor_owned")
+              "jax_floor_owned", "jax_two_phase")
+#: the plain-JAX loaders datarax is compared with
+FLOORS = ("jax_floor", "jax_floor_owned", "jax_two_phase")
 #: datarax from the ``--before`` tree, measured as ``datarax`` is
 BEFORE = "datarax_before"
 Epoch = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
@@ -177,6 +182,12 @@ def owned_floor_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed:
     return jit_epochs(images, labels, batch, seed, owned=True)
 
 
+def two_phase_epochs(images: np.ndarray, labels: np.ndarray, batch: int, seed: int) -> Epoch:
+    from benchmarks.contenders.filter_two_phase import two_phase_epochs as epochs
+
+    return epochs(images, labels, batch, seed)
+
+
 #: imported before the clock starts, as the suite's contender modules are
 IMPORTS = {"datarax": ("jax", "jax.numpy", "flax.nnx", "datarax.operators", "datarax.pipeline",
                        "datarax.sources"),
@@ -185,13 +196,15 @@ IMPORTS = {"datarax": ("jax", "jax.numpy", "flax.nnx", "datarax.operators", "dat
            "numpy_floor": ("benchmarks.contenders.filter_floor",),
            "jax_floor": ("jax", "jax.numpy", "benchmarks.contenders.filter_jit"),
            "jax_floor_owned": ("jax", "jax.numpy", "benchmarks.contenders.filter_jit",
-                               "datarax.core.owned")}
+                               "datarax.core.owned"),
+           "jax_two_phase": ("jax", "jax.numpy", "benchmarks.contenders.filter_two_phase",
+                             "datarax.core.owned")}
 #: contenders that run once untimed first, with JAX's persistent compilation cache
-WARM_UP = ("datarax", BEFORE, "jax_floor", "jax_floor_owned")
+WARM_UP = ("datarax", BEFORE, *FLOORS)
 
 BUILDERS = {"datarax": datarax_epochs, "grain": grain_epochs, "tf_data": tf_epochs,
             "torch": torch_epochs, "numpy_floor": floor_epochs, "jax_floor": jit_floor_epochs,
-            "jax_floor_owned": owned_floor_epochs}
+            "jax_floor_owned": owned_floor_epochs, "jax_two_phase": two_phase_epochs}
 IMPORTS[BEFORE], BUILDERS[BEFORE] = IMPORTS["datarax"], datarax_epochs
 
 
@@ -276,10 +289,10 @@ def main() -> None:
                 "vs_floor": round(by[mine][mode] / by["numpy_floor"][mode], 2)
                 if "numpy_floor" in by else None,
                 **{f"vs_{floor}": round(by[mine][mode] / by[floor][mode], 2)
-                   if floor in by else None for floor in ("jax_floor", "jax_floor_owned")},
+                   if floor in by else None for floor in FLOORS},
             }
     peers = [p for p in ("grain", "tf_data", "torch") if p in by]
-    for floor in ("jax_floor", "jax_floor_owned"):  # what a plain jit loader reaches
+    for floor in FLOORS:  # what a plain jit loader reaches
         if floor in by and peers:
             report[f"{floor}_vs_best_peer"] = {
                 mode.replace("_rps", ""): round(by[floor][mode] / max(by[p][mode] for p in peers), 2)
