@@ -15,6 +15,7 @@ import pytest
 from flax import nnx
 
 from datarax.core.errors import ConfigError, SourceContractError, StateError
+from datarax.core.stream import StreamSource
 from datarax.pipeline import Pipeline
 from datarax.samplers.shard_window import permute, window_seed
 from datarax.sources import (
@@ -240,3 +241,30 @@ def test_a_read_that_fails_is_read_again_from_the_last_batch_handed_out():
             served.append(np.asarray(source.get_batch_with_indices(8)[0]["x"]).tolist())
     served += read_all(source, 3)  # the retry
     assert flat(served) == reference(list(range(14)), 4, 2, 0)
+
+
+class OnePass(NumberStream):
+    """``0 .. n-1`` once: a stream without ``restart``."""
+
+    restart = StreamSource.restart
+
+    def __init__(self, n: int) -> None:
+        super().__init__(0, n)
+        NumberStream.restart(self, 0)
+
+
+def test_a_loop_after_a_break_over_a_stream_without_restart_says_the_stream_was_read_ahead():
+    source = ShuffleBufferSource(OnePass(64), buffer_size=8, seed=0)
+    pipeline = Pipeline(source=source, stages=[], batch_size=4, rngs=nnx.Rngs(0),
+                        shard_index=0, shard_count=1)
+    for _ in pipeline:
+        break  # the buffer read all 64 records (one read), the stream never said its end
+    with pytest.raises(SourceContractError) as caught:
+        next(iter(pipeline))  # the next pass: pass 1
+    assert str(caught.value) == (
+        "OnePass served 64 records in pass 0 and none in pass 1: pass 0 was left before the "
+        "stream returned its end (a `for` after a `break` starts the next pass; a wrapper "
+        "such as ShuffleBufferSource reads ahead of the batches handed out), and the stream, "
+        "not started over, had no records left for the next. A forward-only stream must be "
+        "rewound between passes. Implement restart(self, epoch) to start the stream over "
+        "(reopen the file, re-create the generator), or build a new source for each pass.")

@@ -150,6 +150,7 @@ class StreamPass(HostState):
     def __init__(self) -> None:
         self.read_in_pass = 0  # raw records read from the stream this pass (all shards)
         self.previous_pass: tuple[int, int] | None = None  # (epoch, records read) of the last pass
+        self.previous_ended = False  # the last pass's stream returned its end
         self.opened_epoch: int | None = None  # the pass the stream was last opened for
         self.needs_open = True  # the position moved from outside: open the pass again
         self.to_skip = 0  # raw records to read and discard before serving
@@ -168,6 +169,7 @@ class StreamPass(HostState):
             return
         if self.opened_epoch is not None:
             self.previous_pass = (self.opened_epoch, self.read_in_pass)
+            self.previous_ended = self.ran_dry
         source.restart(epoch)
         self.opened_epoch = epoch
         self.needs_open = False
@@ -233,6 +235,8 @@ class StreamPass(HostState):
             return
         again = (f"none when pass {previous[0]} was read again" if previous[0] == self.opened_epoch
                  else f"none in pass {self.opened_epoch}")  # a finished source iterated again
+        if not self.previous_ended and type(source).restart is StreamSource.restart:
+            raise _left_early(source, previous, again)
         raise SourceContractError(
             f"{type(source).__name__} served {previous[1]} records in pass {previous[0]} and "
             f"{again}: a forward-only stream must be rewound between "
@@ -298,6 +302,21 @@ class StreamPass(HostState):
             parts.append(extra)
             have += batch_length(extra)
         return concat_batches(parts)
+
+
+def _left_early(source: StreamSource, previous: tuple[int, int], again: str,
+                ) -> SourceContractError:
+    """The error for a stream without ``restart`` whose next pass found it at its end,
+    its last pass left before the stream returned its end."""
+    return SourceContractError(
+        f"{type(source).__name__} served {previous[1]} records in pass {previous[0]} and "
+        f"{again}: pass {previous[0]} was left before the stream returned its end (a `for` "
+        "after a `break` starts the next pass; a wrapper such as ShuffleBufferSource reads "
+        "ahead of the batches handed out), and the stream, not started over, had no records "
+        "left for the next. A forward-only stream must be rewound between passes. Implement "
+        "restart(self, epoch) to start the stream over (reopen the file, re-create the "
+        "generator), or build a new source for each pass."
+    )
 
 
 def _shorter_than_round(source: StreamSource, records: int, count: int) -> ConfigError:
