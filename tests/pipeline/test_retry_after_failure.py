@@ -211,7 +211,8 @@ def test_an_interrupt_after_the_batch_was_taken_serves_it_again(kind, prefetch, 
 @pytest.mark.parametrize("kind", ["host", "indexed"])
 def test_an_interrupt_while_the_worker_starts_ends_the_worker(kind, tmp_path, monkeypatch):
     """Ctrl-C landing in the worker's start (next() waits there for the new thread): the
-    worker ends instead of preparing batches no one takes, and the pass goes on."""
+    worker ends without making any batch (none beside the caller's retry, none no one
+    takes), and the pass goes on."""
     started: list[threading.Thread] = []
 
     class CutStart(threading.Thread):
@@ -221,14 +222,25 @@ def test_an_interrupt_while_the_worker_starts_ends_the_worker(kind, tmp_path, mo
                 started.append(self)
                 raise KeyboardInterrupt
 
+    makers: list[threading.Thread] = []  # the thread of each produce() call
+
+    class Counted(ahead.DispatchAhead):
+        def __init__(self, produce: Any, *args: Any) -> None:
+            def counted() -> Any:
+                makers.append(threading.current_thread())
+                return produce()
+            super().__init__(counted, *args)
+
     monkeypatch.setattr(ahead, "threading",
                         types.SimpleNamespace(**{**vars(threading), "Thread": CutStart}))
+    monkeypatch.setattr(ahead, "DispatchAhead", Counted)
     source = array_source(kind, tmp_path, np.arange(12, dtype=np.int32))
     it = iter(Pipeline(source=source, stages=[], batch_size=4, prefetch=2))
     with pytest.raises(KeyboardInterrupt):
         next(it)
     assert source.index == 0 and it.get_state()["position"] == 0
     assert eventually(lambda: not started[0].is_alive())
+    assert started[0] not in makers  # it never read the source beside the caller
     assert rest(it) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
 
 

@@ -95,12 +95,17 @@ class DispatchAhead:
         self._settings_now = settings_now
         self._error: BaseException | None = None
         self._owner = threading.current_thread()
+        # set once start() returned (or failed): the worker makes nothing before, so a
+        # Ctrl-C inside start() never leaves it reading the source beside the caller
+        self._start_returned = threading.Event()
         self._thread = threading.Thread(target=self._run, name="datarax-dispatch")
         try:
             self._thread.start()
         except BaseException:  # Ctrl-C while it started: no one could stop it after
             self._end_unjoined()
             raise
+        finally:
+            self._start_returned.set()
 
     def _end_unjoined(self) -> None:
         """Tell the worker to end (after the item it is making, if any) and drop what it
@@ -122,6 +127,9 @@ class DispatchAhead:
         settings = contextlib.ExitStack()
         behind = False
         try:
+            while not self._start_returned.wait(_POLL):
+                if self._orphaned():
+                    return
             if self._settings is not None:
                 settings = self._settings()
             while True:
