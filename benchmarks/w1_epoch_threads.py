@@ -16,8 +16,8 @@ process's CPU seconds; and each thread's CPU seconds over the epoch from
 epoch are read at the end of their ``run`` (a wrapper on ``threading.Thread.run``), XLA's
 own threads by their kernel name. The load average comes with each run. ``--as-suite``:
 as ``benchmarks/worker.py`` does, JAX's CPU client starts inside the timed part and each
-batch is digested on the main thread (its CPU: ``consumer_cpu``). ``rest_minor_faults``: the process's minor page faults after the
-first batch.
+batch is digested on the main thread (its CPU: ``consumer_cpu``). ``rest_minor_faults``:
+the process's minor page faults after the first batch.
 """
 
 from __future__ import annotations
