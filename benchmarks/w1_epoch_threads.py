@@ -128,7 +128,8 @@ def worker(records: int, as_suite: bool) -> dict[str, Any]:
                 by_phase.setdefault(name, {})[phase] = round(
                     by_phase.get(name, {}).get(phase, 0.0) + spent, 4)
     return {"batches": count, "consumer_cpu": consumer,
-            "rest_minor_faults": faults, "wall": marks[-1][0] - marks[0][0], "process_cpu": process_cpu,
+            "rest_minor_faults": faults, "wall": marks[-1][0] - marks[0][0],
+            "process_cpu": process_cpu,
             **{f"{p}_wall": marks[i + 1][0] - marks[i][0] for i, p in enumerate(phases)},
             **{f"{p}_cpu": marks[i + 1][1] - marks[i][1] for i, p in enumerate(phases)},
             "threads": {k: round(v, 4) for k, v in sorted(per_thread.items()) if v > 0.0005},
