@@ -3397,36 +3397,16 @@ simple("pipeline-seed-and-rngs", SEEDS, "seed=0 and rngs=nnx.Rngs(0)", ConfigErr
        lambda: pipe(seed=0))
 
 
-def _bad_store_cap() -> None:
-    before = os.environ.get("DATARAX_COMPILE_CACHE_BYTES")
-    os.environ["DATARAX_COMPILE_CACHE_BYTES"] = "lots"
-    try:
-        first_batch(pipe(stages=[lambda batch: {"x": batch["x"] * 3 + 1}]))  # a new program
-    finally:
-        if before is None:
-            del os.environ["DATARAX_COMPILE_CACHE_BYTES"]
-        else:
-            os.environ["DATARAX_COMPILE_CACHE_BYTES"] = before
+def _first_batch_with_env(name: str, value: str) -> Callable[[], None]:
+    # a new program, so the store is asked (not a step compiled by an earlier case)
+    return lambda: _with_env({name: value}, lambda: first_batch(
+        pipe(stages=[lambda batch: {"x": batch["x"] * 5 + 2}])))
 
 
 simple("compile-cache-bytes-not-a-number", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=lots",
        ConfigError, "DATARAX_COMPILE_CACHE_BYTES: cannot read 'lots' as a size; write e.g. 20G, "
        "512M or 1000000.",
-       _bad_store_cap)
-
-
-def _first_batch_with_env(name: str, value: str) -> Callable[[], None]:
-    def run() -> None:
-        before = os.environ.get(name)
-        os.environ[name] = value
-        try:
-            first_batch(pipe(stages=[lambda batch: {"x": batch["x"] * 5 + 2}]))  # a new program
-        finally:
-            if before is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = before
-    return run
+       _first_batch_with_env("DATARAX_COMPILE_CACHE_BYTES", "lots"))
 
 
 simple("compile-cache-bytes-negative", SEEDS, "DATARAX_COMPILE_CACHE_BYTES=-1", ConfigError,
