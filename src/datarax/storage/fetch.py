@@ -381,10 +381,9 @@ class Fetcher(FetchErrors):
 
         self._tied(fs, path, obj, resume(), end, attempt, on_retry)
 
-    def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
-                 on_retry: Callable[[BaseException], None] | None = None) -> bytes:
+    def _request(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int) -> bytes:
         return self._tied(fs, path, obj, start, end, lambda expected, check: read_versioned(
-            fs, path, start, end, expected, check=check), on_retry)
+            fs, path, start, end, expected, check=check), None)
 
     def _tied(self, fs: Any, path: str, obj: RemoteObject, start: int, end: int,
               read: Callable[[str | None, bool], tuple[T, str | None]],
