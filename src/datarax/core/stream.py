@@ -303,7 +303,7 @@ class StreamPass(HostState):
         return concat_batches(parts)
 
 
-def _inside_pass(source: StreamSource, opened: Any, read: int, epoch: int,
+def _inside_pass(source: StreamSource, opened: int | None, read: int, epoch: int,
                  ) -> SourceContractError:
     """The error for a stream without ``restart`` asked for pass ``epoch`` while it stands
     inside pass ``opened``, ``read`` records in (its rest would be served as pass ``epoch``)."""
@@ -315,7 +315,7 @@ def _inside_pass(source: StreamSource, opened: Any, read: int, epoch: int,
         "before the stream returned its end (a `for` after a `break` or a take() starts the "
         "next pass; a wrapper such as ShuffleBufferSource reads ahead of the batches handed "
         "out). Implement restart(self, epoch) to start the stream over (reopen the file, "
-        f"re-create the generator), or build a new source for each pass. To serve the rest "
+        "re-create the generator), or build a new source for each pass. To serve the rest "
         f"of pass {opened} instead, loop over the same iterator again, or call "
         "pipeline.set_state(pipeline.get_state()) before the next loop."
     )
