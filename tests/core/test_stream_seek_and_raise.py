@@ -1,6 +1,8 @@
 """A user's generator-backed stream: a seek past the pass's end is worded as a seek, and
 an error its generator raises mid-pass is named and resumable."""
 
+import re
+
 import numpy as np
 import pytest
 from flax import nnx
@@ -212,3 +214,55 @@ def test_a_stream_without_restart_goes_on_after_a_read_that_took_nothing():
     assert "does not implement restart(self, epoch), so the next read goes on from where " \
         "the stream stands" in raised.value.__notes__[0]
     assert [b["x"].tolist() for b in it] == [[4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def inside_pass(name: str, read: int) -> str:
+    return (f"{name} cannot begin pass 1: it stands inside pass 0, {read} records read, and "
+            "does not implement restart(self, epoch), so pass 1 would serve the rest of pass 0.")
+
+
+def test_a_loop_after_a_break_over_a_stream_without_restart_is_refused_not_renumbered():
+    pipeline = Pipeline(source=NoRestart(10), batch_size=4)
+    for batch in pipeline:
+        break
+    assert batch["x"].tolist() == [0, 1, 2, 3]
+    saved = pipeline.get_state()
+    assert (saved["epoch"], saved["position"]) == (0, 4)
+    with pytest.raises(SourceContractError) as refused:
+        for batch in pipeline:  # a MemorySource or a stream with restart begins pass 1
+            pass
+    assert str(refused.value).startswith(inside_pass("NoRestart", 4))
+    assert "pipeline.set_state(pipeline.get_state()) before the next loop" in str(refused.value)
+    pipeline.set_state(saved)  # the rest of pass 0, as pass 0
+    assert [b["x"].tolist() for b in pipeline] == [[4, 5, 6, 7], [8, 9]]
+    assert (pipeline.get_state()["epoch"], pipeline.get_state()["position"]) == (1, 0)
+
+
+def test_a_stream_without_restart_goes_on_with_its_pass_in_the_same_iterator():
+    pipeline = Pipeline(source=NoRestart(10), batch_size=4)
+    it = iter(pipeline)
+    for batch in it:
+        break
+    assert [b["x"].tolist() for b in it] == [[4, 5, 6, 7], [8, 9]]
+    assert (pipeline.get_state()["epoch"], pipeline.get_state()["position"]) == (1, 0)
+
+
+def test_a_take_or_skip_after_part_of_a_pass_of_a_stream_without_restart_is_refused():
+    taken = Pipeline(source=NoRestart(10), batch_size=2)
+    assert [b["x"].tolist() for b in taken.take(1)] == [[0, 1]]
+    with pytest.raises(SourceContractError, match=re.escape(inside_pass("NoRestart", 2))):
+        next(iter(taken))
+    skipped = Pipeline(source=NoRestart(10), batch_size=2)
+    next(iter(skipped))
+    with pytest.raises(SourceContractError, match=re.escape(inside_pass("NoRestart", 2))):
+        next(skipped.skip(1))
+
+
+def test_interleaving_streams_without_restart_refuses_the_pass_after_a_break():
+    from datarax.sources import InterleaveSource
+    source = InterleaveSource([NoRestart(6), NoRestart(6)], cycle_length=2, num_epochs=2)
+    pipeline = Pipeline(source=source, batch_size=2)
+    assert next(iter(pipeline))["x"].tolist() == [0, 0]
+    with pytest.raises(SourceContractError, match="NoRestart cannot begin pass 1: it stands "
+                                                  "inside pass 0"):
+        next(iter(pipeline))

@@ -4,7 +4,8 @@ A stream hands out records in order with ``get_batch(batch_size)`` and cannot se
 :class:`StreamPass` makes it a Pipeline source: with ``set_shard(i, P)`` the pass is read
 in whole rounds of ``P`` records, record ``i`` of each kept; a resume at ``(e, k)``
 restarts the pass and discards ``k * P`` records; ``restart(epoch)`` is called before
-every pass, and a stream that did not rewind is refused.
+every pass, and a stream that did not rewind is refused, as is a new pass asked of a
+stream without ``restart`` from inside its pass (it would serve that pass's rest).
 
 Example:
     >>> import numpy as np
@@ -150,7 +151,6 @@ class StreamPass(HostState):
     def __init__(self) -> None:
         self.read_in_pass = 0  # raw records read from the stream this pass (all shards)
         self.previous_pass: tuple[int, int] | None = None  # (epoch, records read) of the last pass
-        self.previous_ended = False  # the last pass's stream returned its end
         self.opened_epoch: int | None = None  # the pass the stream was last opened for
         self.needs_open = True  # the position moved from outside: open the pass again
         self.to_skip = 0  # raw records to read and discard before serving
@@ -163,13 +163,14 @@ class StreamPass(HostState):
 
     def _open(self, source: StreamSource) -> None:
         epoch, index = source.epoch, source.index
-        if (type(source).restart is StreamSource.restart and self.opened_epoch == epoch
-                and not self.ran_dry):  # inside a pass it cannot start over
-            self._stay(source, epoch, index)
-            return
+        if type(source).restart is StreamSource.restart and not self.ran_dry:
+            if self.opened_epoch == epoch:  # inside a pass it cannot start over
+                self._stay(source, epoch, index)
+                return
+            if self.read_in_pass:  # the rest of its pass would be served as another
+                raise _inside_pass(source, self.opened_epoch, self.read_in_pass, epoch)
         if self.opened_epoch is not None:
             self.previous_pass = (self.opened_epoch, self.read_in_pass)
-            self.previous_ended = self.ran_dry
         source.restart(epoch)
         self.opened_epoch = epoch
         self.needs_open = False
@@ -235,8 +236,6 @@ class StreamPass(HostState):
             return
         again = (f"none when pass {previous[0]} was read again" if previous[0] == self.opened_epoch
                  else f"none in pass {self.opened_epoch}")  # a finished source iterated again
-        if not self.previous_ended and type(source).restart is StreamSource.restart:
-            raise _left_early(source, previous, again)
         raise SourceContractError(
             f"{type(source).__name__} served {previous[1]} records in pass {previous[0]} and "
             f"{again}: a forward-only stream must be rewound between "
@@ -304,18 +303,21 @@ class StreamPass(HostState):
         return concat_batches(parts)
 
 
-def _left_early(source: StreamSource, previous: tuple[int, int], again: str,
-                ) -> SourceContractError:
-    """The error for a stream without ``restart`` whose next pass found it at its end,
-    its last pass left before the stream returned its end."""
+def _inside_pass(source: StreamSource, opened: int | None, read: int, epoch: int,
+                 ) -> SourceContractError:
+    """The error for a stream without ``restart`` asked for pass ``epoch`` while it stands
+    inside pass ``opened``, ``read`` records in (its rest would be served as pass ``epoch``)."""
+    name = type(source).__name__
     return SourceContractError(
-        f"{type(source).__name__} served {previous[1]} records in pass {previous[0]} and "
-        f"{again}: pass {previous[0]} was left before the stream returned its end (a `for` "
-        "after a `break` starts the next pass; a wrapper such as ShuffleBufferSource reads "
-        "ahead of the batches handed out), and the stream, not started over, had no records "
-        "left for the next. A forward-only stream must be rewound between passes. Implement "
-        "restart(self, epoch) to start the stream over (reopen the file, re-create the "
-        "generator), or build a new source for each pass."
+        f"{name} cannot begin pass {epoch}: it stands inside pass {opened}, "
+        f"{count_words(read, 'record')} read, and does not implement restart(self, epoch), "
+        f"so pass {epoch} would serve the rest of pass {opened}. Pass {opened} was left "
+        "before the stream returned its end (a `for` after a `break` or a take() starts the "
+        "next pass; a wrapper such as ShuffleBufferSource reads ahead of the batches handed "
+        "out). Implement restart(self, epoch) to start the stream over (reopen the file, "
+        "re-create the generator), or build a new source for each pass. To serve the rest "
+        f"of pass {opened} instead, loop over the same iterator again, or call "
+        "pipeline.set_state(pipeline.get_state()) before the next loop."
     )
 
 
