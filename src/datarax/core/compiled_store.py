@@ -73,6 +73,8 @@ _UNKNOWN_OPTIONS: set[str] = set()  # compile options the installed XLA refused 
 #: what JAX's ``jax.monitoring`` records, in the compiling thread, when its persistent
 #: compilation cache serves a compile
 JAX_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+_LISTENING: list[bool] = []  # [True] once registered for good (JAX < 0.8.1 only)
+_LISTENING_LOCK = threading.Lock()
 _SERVED = threading.local()  # .hit: JAX's cache served this thread's compile under way
 
 
@@ -374,12 +376,19 @@ def compile_here(lowered: Any, text: str | None = None) -> tuple[Any, bool]:
     for this compile only (a user's ``jax.monitoring.clear_event_listeners()`` between
     compiles takes nothing away); if it went during the compile, nobody can say: False."""
     _SERVED.hit = False
+    unregister = getattr(jax.monitoring, "unregister_event_listener", None)
+    if unregister is None:  # JAX < 0.8.1: one listener for the process, as it cannot go
+        with _LISTENING_LOCK:
+            if not _LISTENING:
+                jax.monitoring.register_event_listener(_note_jax_cache_hit)
+                _LISTENING.append(True)
+        return compile_with_options(lowered, text), not _SERVED.hit
     jax.monitoring.register_event_listener(_note_jax_cache_hit)
     try:
         compiled = compile_with_options(lowered, text)
     finally:
         try:
-            jax.monitoring.unregister_event_listener(_note_jax_cache_hit)
+            unregister(_note_jax_cache_hit)
             heard = True
         except (AssertionError, ValueError):  # cleared meanwhile: a hit may have gone unheard
             heard = False
