@@ -409,6 +409,34 @@ def test_a_step_jax_served_from_its_persistent_cache_is_not_stored(store, tmp_pa
         assert _delta(before) == {"compiled": 0, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 0}
 
 
+def test_a_user_clearing_jax_listeners_does_not_get_a_jax_served_step_stored(store, tmp_path,
+                                                                          monkeypatch):
+    """``jax.monitoring.clear_event_listeners()`` between compiles takes away nothing the
+    store listens with: a step JAX's cache served is still not stored; one cleared during
+    the compile counts as served (unsure: not stored)."""
+    x, a = np.arange(13, dtype=np.float32), np.float32(2)
+    with _jax_persistent_cache(tmp_path / "jax"):
+        jax.clear_caches()
+        assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 2 + 1).tolist()
+        assert len(_entries(store)) == 1
+        jax.clear_caches()
+        jax.monitoring.clear_event_listeners()
+        other = tmp_path / "other"
+        monkeypatch.setenv("DATARAX_COMPILE_CACHE_DIR", str(other))
+        assert compiled_store.stored_jit(_affine)(x, a).tolist() == (x * 2 + 1).tolist()
+        assert _entries(other) == []
+    lowered = jax.jit(_affine).lower(np.arange(14, dtype=np.float32), a)
+    assert compiled_store.compile_here(lowered)[1] is True  # XLA compiled it here
+    compile_with_options = compiled_store.compile_with_options
+
+    def cleared_meanwhile(*args):
+        jax.monitoring.clear_event_listeners()
+        return compile_with_options(*args)
+
+    monkeypatch.setattr(compiled_store, "compile_with_options", cleared_meanwhile)
+    assert compiled_store.compile_here(lowered)[1] is False
+
+
 def test_the_retry_without_an_unknown_option_still_weighs_the_program(monkeypatch):
     # a heavy program (a long chain of ops) compiles without the elemental emitters; the
     # compile again without an option XLA refused must weigh that program, not XLA's error

@@ -236,3 +236,36 @@ def test_scan_with_sharding_over_a_mesh_of_explicit_axes(under_mesh):
     assert_same(unstack(out), want[:7])
     assert out["y"].sharding.spec == PartitionSpec(None, "data", None)
     assert (pipeline.epoch, pipeline.position) == (1, 8)
+
+
+class Seen(nnx.Module):
+    def __init__(self) -> None:
+        self.steps = nnx.Variable(jnp.int32(0))
+
+
+def count_steps(seen: Seen, batch: dict) -> jax.Array:
+    seen.steps.value += 1
+    return batch["x"]
+
+
+def test_a_ctrl_c_in_the_scan_write_back_moves_the_modules_and_the_position_together(
+        monkeypatch):
+    """Ctrl-C after the compiled scan ran, between the modules' write-back and the
+    position's: both still move (the carry consumed those batches), then it raises."""
+    pipeline = make_pipeline("indexed", N, B)
+    seek, armed = type(pipeline.source).seek, [True]
+
+    def interrupted(self, *args, **kwargs):
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+        seek(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(pipeline.source), "seek", interrupted)
+    seen = Seen()
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.scan(count_steps, length=2, modules=seen)
+    assert int(seen.steps.value) == 2 and (pipeline.epoch, pipeline.position) == (0, 8)
+    assert np.asarray(pipeline.scan(count_steps, length=1, modules=seen)).tolist() == [
+        (np.arange(8, 12) * 2).tolist()]
+    assert int(seen.steps.value) == 3 and pipeline.position == 12

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("array_record")
+from fresh_process import cpu_env, run_script  # noqa: E402
 from int_record_files import runs, write_parts  # noqa: E402
 from flax import nnx  # noqa: E402
 
@@ -230,7 +231,7 @@ def test_workers_end_when_their_parent_is_killed(files, tmp_path):
     script, pid_file = tmp_path / "parent.py", tmp_path / "workers.json"
     script.write_text(ORPHAN_PARENT)
     parent = subprocess.Popen([sys.executable, str(script), str(pid_file), *files],
-                              env=dict(os.environ, JAX_PLATFORMS="cpu"),
+                              env=cpu_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     workers: list[int] = []
     try:
@@ -288,14 +289,8 @@ if __name__ == "__main__":
 def test_a_forked_child_decodes_with_workers_of_its_own(files, tmp_path):
     # the child inherits the parent's pool object, but not its threads or workers:
     # reading through it waited forever; the child now starts workers of its own
-    import subprocess
-    import sys
-
-    script, got = tmp_path / "fork.py", tmp_path / "child.txt"
-    script.write_text(FORKED_CHILD)
-    run = subprocess.run([sys.executable, str(script), str(got), *files],
-                         env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True,
-                         text=True, timeout=300)
+    got = tmp_path / "child.txt"
+    run = run_script(tmp_path / "fork.py", FORKED_CHILD, got, *files)
     assert run.returncode == 0, run.stderr[-3000:]
     assert got.read_text() == "4 5 6 7"  # where the parent was
     assert "parent [4, 5, 6, 7]" in run.stdout  # the parent's own position is its own

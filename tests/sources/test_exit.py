@@ -5,11 +5,8 @@ record. Each case runs a fresh Python process (docs/reliability.md, "At exit")."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from fresh_process import run_script
 
 THREADS, CHUNK, AHEAD, RECORDS = 2, 4, 16, 400
 # seconds a record's decode takes: a thread takes a third chunk after the raise only if
@@ -60,11 +57,8 @@ if __name__ == "__main__":
 def run(tmp_path, mode: str) -> tuple[list[float], str]:
     """When each record's decode started, and what the script wrote: the time it raised
     Ctrl-C's error, or (mode "main-ends") the records its thread read."""
-    script, log, raised = tmp_path / "main.py", tmp_path / "decoded", tmp_path / "raised"
-    script.write_text(SCRIPT)
-    done = subprocess.run([sys.executable, str(script), mode, str(log), str(raised)],
-                          env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True,
-                          text=True, timeout=120)
+    log, raised = tmp_path / "decoded", tmp_path / "raised"
+    done = run_script(tmp_path / "main.py", SCRIPT, mode, log, raised, timeout=120)
     assert raised.exists(), done.stderr[-3000:]
     starts = [float(line) for line in log.read_text().split()] if log.exists() else []
     return starts, raised.read_text()

@@ -6,13 +6,12 @@ and one cursor serving host reads, streams and packed text with exact resume."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 
 import numpy as np
 import pytest
+from fresh_process import run_script
 
 from datarax.core.cursor import SessionEnded
 from datarax.core.reading import cursor_of
@@ -168,10 +167,8 @@ workers.stop()
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork (POSIX)")
 def test_a_forked_child_runs_the_work_its_parents_threads_had_not_finished(tmp_path):
-    script, got = tmp_path / "fork.py", tmp_path / "child.txt"
-    script.write_text(FORKED_WORKERS)
-    run = subprocess.run([sys.executable, str(script), str(got)], capture_output=True,
-                         text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    got = tmp_path / "child.txt"
+    run = run_script(tmp_path / "fork.py", FORKED_WORKERS, got)
     assert run.returncode == 0, run.stderr[-3000:]
     assert got.read_text() == "0 1 4 9"  # every result, in order, the running one too
     assert "parent [0, 1, 4, 9]" in run.stdout

@@ -14,6 +14,9 @@ injects latency and faults.
   (``AWS_ENDPOINT_URL`` = the proxy, ``AWS_ACCESS_KEY_ID=testing`` ...), a boto3
   client that talks to moto directly (uploads and changes bypass the faults), and
   fsspec's S3 instance cache cleared.
+
+Helpers for tests that run a server of their own (one stopped mid-run):
+``moto_server(port)``, ``server_client(endpoint)``, ``point_clients_at(monkeypatch, url)``.
 """
 
 from __future__ import annotations
@@ -100,10 +103,8 @@ class FaultyProxy(CountingProxy):
 def s3_server() -> Iterator[str]:
     """moto's S3 server (endpoint URL), one per test session."""
     pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
     port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = moto_server(port)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -151,20 +152,41 @@ def client_env(proxy_url: str) -> dict[str, str]:
     return {**_bucket_env(proxy_url), "AWS_SESSION_TOKEN": "testing", "AWS_REGION": "us-east-1"}
 
 
-@pytest.fixture
-def s3(s3_server: str, s3_proxy: FaultyProxy, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
-    """A fresh bucket; the AWS client environment points at the proxy for this test."""
+def moto_server(port: int) -> Any:
+    """moto's S3 server on loopback ``port``, started (``.stop()`` ends it)."""
+    server = pytest.importorskip("moto.server").ThreadedMotoServer(
+        ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return server
+
+
+def server_client(endpoint: str) -> Any:
+    """A boto3 client on the S3 server at ``endpoint`` itself (no proxy, no faults)."""
     boto3 = pytest.importorskip("boto3")
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def point_clients_at(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    """This test's AWS client environment at ``endpoint`` (no profile or credentials file
+    of the user's), fsspec's S3 instance cache cleared."""
     import s3fs
 
     for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in client_env(s3_proxy.url).items():
+    for name, value in client_env(endpoint).items():
         monkeypatch.setenv(name, value)
-    s3_proxy.reset()
     s3fs.S3FileSystem.clear_instance_cache()
-    client = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+@pytest.fixture
+def s3(s3_server: str, s3_proxy: FaultyProxy, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3]:
+    """A fresh bucket; the AWS client environment points at the proxy for this test."""
+    import s3fs
+
+    client = server_client(s3_server)
+    point_clients_at(monkeypatch, s3_proxy.url)
+    s3_proxy.reset()
     bucket = f"datarax-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     try:

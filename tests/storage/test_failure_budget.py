@@ -93,24 +93,32 @@ def _closed_port() -> int:
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Credentials for a local S3 endpoint, the budget at 1 s, no instance cached."""
     s3fs = pytest.importorskip("s3fs")
-    from tests.storage.conftest import client_env
 
-    for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in client_env("http://127.0.0.1:1").items():
-        monkeypatch.setenv(name, value)
+    _endpoint(monkeypatch, "http://127.0.0.1:1")
     monkeypatch.setenv("DATARAX_RETRY_BUDGET", BUDGET)
-    s3fs.S3FileSystem.clear_instance_cache()
     yield
     s3fs.S3FileSystem.clear_instance_cache()
 
 
 def _endpoint(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
-    import s3fs
+    from tests.storage.conftest import point_clients_at
 
-    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", url)
-    s3fs.S3FileSystem.clear_instance_cache()
+    point_clients_at(monkeypatch, url)
+
+
+def _forty_in_four_shards(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A dataset of 40 ``int32`` records ``i`` in 4 shards, in ``tmp_path/ds``."""
+    from datarax.dataset import write_dataset
+
+    folder = tmp_path / "ds"
+    write_dataset([{"i": np.int32(i)} for i in range(40)], folder, shards=4)
+    return folder
+
+
+def _serve(port: int) -> Any:  # moto keeps its buckets in this process across servers
+    from tests.storage.conftest import moto_server
+
+    return moto_server(port)
 
 
 @pytest.mark.timeout(40)
@@ -137,33 +145,28 @@ def test_a_server_that_never_answers_fails_within_the_budget(aws_env, monkeypatc
             list_objects("s3://silent/a.bin")
 
 
-def _upload(boto3: Any, endpoint: str, bucket: str, folder: pathlib.Path) -> None:
+def _upload(endpoint: str, bucket: str, folder: pathlib.Path) -> None:
     """A bucket on the server at ``endpoint`` holding ``folder``'s files under ``ds/``."""
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    from tests.storage.conftest import server_client, upload_folder
+
+    client = server_client(endpoint)
     client.create_bucket(Bucket=bucket)
-    for path in sorted(folder.iterdir()):
-        client.put_object(Bucket=bucket, Key=f"ds/{path.name}", Body=path.read_bytes())
+    upload_folder(client, bucket, folder, "ds")
 
 
 @pytest.mark.timeout(120)
 def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
         aws_env, monkeypatch, tmp_path: pathlib.Path) -> None:
     pytest.importorskip("array_record")
-    boto3 = pytest.importorskip("boto3")
-    moto_server = pytest.importorskip("moto.server")
-    from datarax.dataset import write_dataset
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
     from datarax.storage import ShardCache
 
-    folder = tmp_path / "ds"
-    write_dataset([{"i": np.int32(i)} for i in range(40)], folder, shards=4)
+    folder = _forty_in_four_shards(tmp_path)
     port = _closed_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = _serve(port)
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        _upload(boto3, endpoint, "stopped", folder)
+        _upload(endpoint, "stopped", folder)
         _endpoint(monkeypatch, endpoint)
         source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "s3://stopped/ds",
                                          cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
@@ -185,14 +188,10 @@ def test_a_read_stopped_by_a_server_down_goes_on_exactly_once_it_is_back(
     # the same source after a RemoteStoreError, or a restore of its state, reads on from
     # the batch that failed (before, the source raised that error again at every read)
     pytest.importorskip("array_record")
-    boto3 = pytest.importorskip("boto3")
-    moto_server = pytest.importorskip("moto.server")
-    from datarax.dataset import write_dataset
     from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
     from datarax.storage import ShardCache
 
-    folder = tmp_path / "ds"
-    write_dataset([{"i": np.int32(i)} for i in range(40)], folder, shards=4)
+    folder = _forty_in_four_shards(tmp_path)
     config = ArrayRecordSourceConfig(shuffle_files=True, shuffle_window=1, seed=5)
     with ArrayRecordSourceModule(config, str(folder)) as local:
         expected = [int(i) for _ in range(10) for i in local.get_batch(4)["i"]]
@@ -200,18 +199,13 @@ def test_a_read_stopped_by_a_server_down_goes_on_exactly_once_it_is_back(
     port = _closed_port()
     endpoint = f"http://127.0.0.1:{port}"
 
-    def serve() -> Any:  # moto keeps the bucket in this process across servers
-        server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        return server
-
     def source(name: str) -> Any:
         return ArrayRecordSourceModule(config, "s3://comeback/ds",
                                        cache=ShardCache(tmp_path / name, max_bytes="1M"))
 
-    server = serve()
+    server = _serve(port)
     try:
-        _upload(boto3, endpoint, "comeback", folder)
+        _upload(endpoint, "comeback", folder)
         _endpoint(monkeypatch, endpoint)
         with source("first") as first:
             served = [int(i) for _ in range(3) for i in first.get_batch(4)["i"]]
@@ -224,7 +218,7 @@ def test_a_read_stopped_by_a_server_down_goes_on_exactly_once_it_is_back(
         with pytest.raises(RemoteStoreError, match=r"cannot read 's3://comeback/ds/data-0000"):
             reader.get_batch(4)
         after_error = reader.get_state()
-        server = serve()
+        server = _serve(port)
         try:
             rest = [int(i) for _ in range(7) for i in reader.get_batch(4)["i"]]  # the same reader
             with source("third") as fresh:  # a restore of the state taken after the error

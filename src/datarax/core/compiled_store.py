@@ -73,9 +73,9 @@ _UNKNOWN_OPTIONS: set[str] = set()  # compile options the installed XLA refused 
 #: what JAX's ``jax.monitoring`` records, in the compiling thread, when its persistent
 #: compilation cache serves a compile
 JAX_CACHE_HIT = "/jax/compilation_cache/cache_hits"
-_SERVED = threading.local()  # .hit: JAX's cache served this thread's compile under way
-_LISTENING: list[bool] = []  # [True] once the listener below is registered
+_LISTENING: list[bool] = []  # [True] once registered for good (JAX < 0.8.1 only)
 _LISTENING_LOCK = threading.Lock()
+_SERVED = threading.local()  # .hit: JAX's cache served this thread's compile under way
 
 
 def counts() -> dict[str, int]:
@@ -372,14 +372,27 @@ def compile_here(lowered: Any, text: str | None = None) -> tuple[Any, bool]:
     """:func:`compile_with_options`, and whether XLA compiled it in this process (False:
     JAX's persistent compilation cache served it). An executable JAX loaded from its cache
     serializes, on CPU, without its compiled functions: stored, it would load in a later
-    process and fail at its first run ("Function ... not found")."""
-    with _LISTENING_LOCK:
-        if not _LISTENING:  # one listener for the process; it only notes the event
-            jax.monitoring.register_event_listener(_note_jax_cache_hit)
-            _LISTENING.append(True)
+    process and fail at its first run ("Function ... not found"). The listener is there
+    for this compile only (a user's ``jax.monitoring.clear_event_listeners()`` between
+    compiles takes nothing away); if it went during the compile, nobody can say: False."""
     _SERVED.hit = False
-    compiled = compile_with_options(lowered, text)
-    return compiled, not _SERVED.hit
+    unregister = getattr(jax.monitoring, "unregister_event_listener", None)
+    if unregister is None:  # JAX < 0.8.1: one listener for the process, as it cannot go
+        with _LISTENING_LOCK:
+            if not _LISTENING:
+                jax.monitoring.register_event_listener(_note_jax_cache_hit)
+                _LISTENING.append(True)
+        return compile_with_options(lowered, text), not _SERVED.hit
+    jax.monitoring.register_event_listener(_note_jax_cache_hit)
+    try:
+        compiled = compile_with_options(lowered, text)
+    finally:
+        try:
+            unregister(_note_jax_cache_hit)
+            heard = True
+        except (AssertionError, ValueError):  # cleared meanwhile: a hit may have gone unheard
+            heard = False
+    return compiled, heard and not _SERVED.hit
 
 
 def _note_jax_cache_hit(event: str, **kwargs: Any) -> None:

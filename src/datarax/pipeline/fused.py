@@ -107,7 +107,7 @@ def scan_pipeline(
     context: PassContext, train_step: Callable[..., Any], length: Any, modules: Any
 ) -> Any:
     """``Pipeline.scan``: from the live pass where it stands, else from the next pass;
-    a scan that raises moves nothing."""
+    a scan that raises moves nothing (a Ctrl-C in its write-back: both move, then it raises)."""
     session, source = context.session, context.source
     length = check_scan(context, length)
     modules = tuple(modules) if isinstance(modules, (tuple, list)) else (modules,)
@@ -286,8 +286,28 @@ def run_scan(
         state, out = program(modules_state, data_state, source.step_inputs(), starts, epochs,
                              context.key_pair())
     lengths.add(length)
-    nnx.update(modules, _as_they_were(state, modules_state))
-    source.seek(end_epoch, end_index)
+    state = _as_they_were(state, modules_state)
+
+    def write_back() -> None:  # idempotent: run again whole if interrupted
+        nnx.update(modules, state)
+        source.seek(end_epoch, end_index)
+
+    _through_interrupts(write_back)
     for _ in range(length):
         context.stats.count(context.plan.batch_size)
     return out
+
+
+def _through_interrupts(write_back: Callable[[], None], tries: int = 3) -> None:
+    """Run the idempotent ``write_back`` to its end even when a Ctrl-C lands in it (run
+    again whole), then raise the interrupt: the modules' state and the position move
+    together, never one without the other."""
+    interrupted: KeyboardInterrupt | None = None
+    for _ in range(tries):
+        try:
+            write_back()
+            break
+        except KeyboardInterrupt as err:
+            interrupted = err
+    if interrupted is not None:
+        raise interrupted

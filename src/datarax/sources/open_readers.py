@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -43,17 +44,26 @@ T = TypeVar("T")
 MOST_OPEN = 4096
 
 
+def _soft_limit() -> float | None:
+    """The process's soft open-file limit (``ulimit -n``): ``math.inf`` where unlimited,
+    None where there is none to read (not a Unix)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return math.inf if soft == resource.RLIM_INFINITY else soft
+
+
 def default_limit() -> int:
     """Readers one source keeps open: a quarter of the process's soft open-file limit
     (``ulimit -n``), between 16 and :data:`MOST_OPEN`."""
-    try:
-        import resource
-    except ImportError:  # not a Unix: no limit to read
+    soft = _soft_limit()
+    if soft is None:  # not a Unix: no limit to read
         return 256
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft == resource.RLIM_INFINITY or soft <= 0:
+    if soft == math.inf or soft <= 0:
         return MOST_OPEN
-    return max(16, min(MOST_OPEN, soft // 4))
+    return max(16, min(MOST_OPEN, int(soft) // 4))
 
 
 class TooManyOpenFiles(OSError):
@@ -62,24 +72,17 @@ class TooManyOpenFiles(OSError):
 
     def __init__(self, path: str, cause: str) -> None:
         self.path, self.cause = path, cause
+        soft = _soft_limit()
+        limit = "unknown" if soft is None else "unlimited" if soft == math.inf else soft
         super().__init__(
             errno.EMFILE,
             f"cannot open '{path}': {cause}. The file is fine: this process has as many "
-            f"files open as its limit allows (ulimit -n: {_soft_limit()}); raise the limit "
+            f"files open as its limit allows (ulimit -n: {limit}); raise the limit "
             "(e.g. ulimit -n 8192 in the shell that starts the program) or close the "
             "sources you are done with (each keeps at most a quarter of the limit open).")
 
     def __reduce__(self) -> tuple[Any, tuple[str, str]]:  # from a decode worker, intact
         return type(self), (self.path, self.cause)
-
-
-def _soft_limit() -> str:
-    try:
-        import resource
-    except ImportError:
-        return "unknown"
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
 
 
 class OpenReaders:
