@@ -4,7 +4,7 @@ and the writer of those states (run under an earlier release's ``src``).
 A stage's functions are digested with their module's name, so they live here, imported
 as ``saved_state_builders`` alike by the tests (``tests/conftest.py`` puts this folder on
 ``sys.path``) and by the writer: ``PYTHONPATH=<that release's src> python
-tests/saved_state_builders.py tests/data/saved_states <prefix> iterator|source
+tests/saved_state_builders.py tests/data/saved_states <prefix> iterator|source|nnx
 [builder ...]``.
 """
 
@@ -86,6 +86,20 @@ def stream():
     return Pipeline(Count(30), stages=[], batch_size=4)
 
 
+def _windows(doc):
+    tokens = doc["x"][: int(doc["n"])]
+    return [{"x": tokens[i:i + 4]} for i in range(0, len(tokens) - 3, 3)]
+
+
+def flat_map():
+    from datarax.sources import FlatMapSource
+    docs = MemorySource(MemorySourceConfig(shuffle=True, seed=4),
+                        {"x": np.arange(200, dtype=np.int32).reshape(20, 10),
+                         "n": (np.arange(20, dtype=np.int32) * 7) % 11})
+    return Pipeline(source=FlatMapSource(docs, _windows, max_outputs=3), stages=[],
+                    batch_size=2, rngs=nnx.Rngs(0))
+
+
 def taken():
     return Pipeline(source=_numbers(), stages=[], batch_size=4).take(9)
 
@@ -99,22 +113,38 @@ def split():
 
 
 BUILDERS = {f.__name__: f for f in (shuffled_with_stages, filtered, mixture, packed_text,
-                                    stream, taken, split)}
+                                    stream, flat_map, taken, split)}
 
 
 def values(batch) -> list:
     return np.asarray(batch["tokens" if "tokens" in batch else "x"]).tolist()
 
 
+def leaves_to_json(tree):
+    """An ``nnx.State`` pure dict as JSON: each array ``{"dtype": ..., "value": [...]}``."""
+    if isinstance(tree, dict):
+        return {k: leaves_to_json(v) for k, v in tree.items()}
+    value = np.asarray(tree)
+    return {"dtype": str(value.dtype), "value": value.tolist()}
+
+
+def leaves_from_json(tree):
+    """The pure dict :func:`leaves_to_json` wrote."""
+    if set(tree) == {"dtype", "value"}:
+        return np.asarray(tree["value"], tree["dtype"])
+    return {k: leaves_from_json(v) for k, v in tree.items()}
+
+
 def save_states(folder: str, prefix: str, names: list[str], route: str) -> None:
-    """Write, per builder, the state after 3 batches (``route``: the iterator's, or the
-    source's own) and the 2 batches served next."""
+    """Write, per builder, the state after 3 batches (``route``: the iterator's, the
+    source's own, or ``nnx`` state's) and the 2 batches served next."""
     for name in names:
         built = BUILDERS[name]()
         iterator = iter(built)
         for _ in range(3):
             next(iterator)
-        state = iterator.get_state() if route == "iterator" else built.source.get_state()
+        state = (iterator.get_state() if route == "iterator" else built.source.get_state()
+                 if route == "source" else leaves_to_json(nnx.state(built).to_pure_dict()))
         following = [values(next(iterator)) for _ in range(2)]
         record = {"builder": name, "route": route, "state": state, "next": following}
         pathlib.Path(folder, f"{prefix}_{name}.json").write_text(json.dumps(record) + "\n")

@@ -2,7 +2,8 @@
 
 ``tests/data/saved_states/*.json`` were written from the pipelines of
 ``tests/saved_state_builders.py`` by earlier commits (``v2_*``: 51d4510f, ``v3_*``:
-741c25fb, ``v4_*``: 4bab7747), each the state after 3 batches and the 2 batches served
+741c25fb, ``v4_*``: 4bab7747, ``v4_flat_map``: e7ebed6b, before a flat map's state
+named its ``fn_source``), each the state after 3 batches and the 2 batches served
 next: a state of the current version restores to exactly those batches; a pipeline state
 of version 2 or 3 (and a ``take`` state around one) is refused naming its version; a
 source's own state of version 2 still restores.
@@ -14,7 +15,8 @@ import json
 import pathlib
 
 import pytest
-from saved_state_builders import BUILDERS, values
+from flax import nnx
+from saved_state_builders import BUILDERS, leaves_from_json, values
 
 from datarax.core.errors import StateError
 
@@ -29,6 +31,11 @@ def _restore(record: dict) -> list:
     built = BUILDERS[record["builder"]]()
     if record["route"] == "source":
         built.source.set_state(record["state"])
+        iterator = iter(built)
+    elif record["route"] == "nnx":
+        state = nnx.state(built)
+        nnx.replace_by_pure_dict(state, leaves_from_json(record["state"]))
+        nnx.update(built, state)
         iterator = iter(built)
     else:
         iterator = iter(built)
@@ -51,6 +58,14 @@ def test_the_saved_current_version_states_cover_every_builder():
 
 def test_a_source_state_of_version_2_restores_into_todays_source():
     record = _load("v2_source_shuffled_with_stages.json")
+    assert _restore(record) == record["next"]
+
+
+def test_an_nnx_state_of_a_flat_map_saved_before_its_cursor_counted_skips_restores():
+    # 51d4510f: a 4-long cursor and a settings digest without fn_source (was a
+    # ValueError unpacking the cursor, and before that a StateError naming fn_source)
+    record = _load("v2_nnx_flat_map.json")
+    assert len(record["state"]["source"]["cursor"]["value"]) == 4
     assert _restore(record) == record["next"]
 
 
