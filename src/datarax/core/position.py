@@ -218,7 +218,8 @@ def seek_past_the_end(owner: str, epoch: int, index: int, *, unit: str = "record
 SLOTS, HASHES = 4, 2
 DIGEST_SIZE = SLOTS * HASHES + 1
 #: settings added after states were saved without them: a state lacking them is accepted
-LATER_SETTINGS = ("records", "shard", "files")
+#: (``fn_source``: a flat map's ``fn`` digest, before it compared by ``fn_name`` alone)
+LATER_SETTINGS = ("records", "shard", "files", "fn_source")
 
 
 def settings_digest(settings: Mapping[str, Any]) -> np.ndarray:

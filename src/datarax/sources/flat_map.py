@@ -274,7 +274,8 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
         epoch, index = self.datarax_position.where()
         cursor = [int(v) for v in np.asarray(self.cursor.get_value())]
         reading.epoch = epoch
-        described = cursor[:2] == [epoch, index]
+        # a cursor of another length (an earlier release's nnx state) names no place here
+        described = len(cursor) == 5 and cursor[:2] == [epoch, index]
         parent_pos, offset, skips = cursor[2:] if described else (0, 0, 0)
         reading.chunk, reading.chunk_stable, reading.parent_done = None, np.zeros(0, np.int64), False
         reading.chunk_start = reading.chunk_next = parent_pos
@@ -448,6 +449,7 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
         the records the parent skipped before it (so its skip budget continues)."""
         state = super().get_state()
         place = saved_place(self)
+        place = place if place is not None and len(place) == 3 else None  # see _open
         state["cursor"] = None if place is None else place[:2]
         if self.__skipping and place is not None:
             state["parent_skipped"] = place[2]
