@@ -266,3 +266,51 @@ def test_interleaving_streams_without_restart_refuses_the_pass_after_a_break():
     with pytest.raises(SourceContractError, match="NoRestart cannot begin pass 1: it stands "
                                                   "inside pass 0"):
         next(iter(pipeline))
+
+
+def at(pipeline):
+    state = pipeline.get_state()
+    return state["epoch"], state["position"]
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_refused_new_pass_leaves_the_position_where_the_break_left_it(prefetch):
+    pipeline = Pipeline(source=NoRestart(10), batch_size=4, prefetch=prefetch)
+    for batch in pipeline:
+        break
+    saved = pipeline.get_state()
+    with pytest.raises(SourceContractError, match=re.escape(inside_pass("NoRestart", 4))):
+        for batch in pipeline:
+            pass
+    assert at(pipeline) == (saved["epoch"], saved["position"]) == (0, 4)
+    assert pipeline.get_state()["source"] == saved["source"]
+    pipeline.set_state(pipeline.get_state())  # the rest of pass 0, once
+    assert [b["x"].tolist() for b in pipeline] == [[4, 5, 6, 7], [8, 9]]
+    assert at(pipeline) == (1, 0)
+
+
+def test_a_state_saved_after_a_refused_pass_resumes_the_rest_of_the_pass_elsewhere():
+    pipeline = Pipeline(source=NoRestart(10), batch_size=4)
+    next(iter(pipeline))
+    with pytest.raises(SourceContractError):
+        next(iter(pipeline))
+    resumed = Pipeline(source=NoRestart(10), batch_size=4)  # a new process, say
+    resumed.set_state(pipeline.get_state())
+    assert [b["x"].tolist() for b in resumed] == [[4, 5, 6, 7], [8, 9]]
+
+
+def test_asking_again_for_a_refused_pass_is_refused_again_and_moves_nothing():
+    pipeline = Pipeline(source=NoRestart(10), batch_size=2)
+    next(iter(pipeline))
+    refused = iter(pipeline)
+    for ask in (lambda: next(refused), lambda: next(refused), lambda: next(iter(pipeline)),
+                lambda: next(iter(pipeline.take(1))), lambda: next(pipeline.skip(1)),
+                pipeline.step):
+        with pytest.raises(SourceContractError, match=re.escape(inside_pass("NoRestart", 2))):
+            ask()
+        assert at(pipeline) == (0, 2)
+    it = iter(pipeline)
+    with pytest.raises(SourceContractError):
+        next(it)
+    pipeline.set_state(pipeline.get_state())  # a restore: the refused iterator follows it
+    assert [b["x"].tolist() for b in it] == [[2, 3], [4, 5], [6, 7], [8, 9]]

@@ -51,7 +51,17 @@ from datarax.core.spec import flatten_fields
 from datarax.host.counts import count_words
 from datarax.typing import Batch
 
-__all__ = ["StreamSource", "StreamPass", "StructuralConfig"]
+__all__ = ["CannotGoBack", "StreamSource", "StreamPass", "StructuralConfig"]
+
+
+class CannotGoBack(SourceContractError):
+    """A stream without ``restart(self, epoch)`` was asked to go back (to records of its
+    pass it already read, or to a new pass from inside its pass); it read nothing for the
+    ask, so whoever moved its position may move it back. ``stream`` names its type."""
+
+    def __init__(self, message: str, *, stream: str | None = None) -> None:
+        super().__init__(message)
+        self.stream = stream
 
 
 def _check_batch_form(source: Any, batch: Any) -> None:
@@ -183,14 +193,14 @@ class StreamPass(HostState):
         where it is, reading forward; records it read past ``index`` cannot be read again."""
         behind = self.read_in_pass - index * source.shard.count
         if behind > 0:
-            raise SourceContractError(
+            raise CannotGoBack(
                 f"{type(source).__name__} cannot go back to record {index} of pass {epoch}: "
                 f"it already read {count_words(behind, 'record')} past it (a batch that "
                 "failed after its read, batches read ahead with prefetch, peek()), and "
                 "without restart(self, epoch) they cannot be read again. Implement "
                 "restart(self, epoch) to start the pass over (reopen the file, re-create "
                 "the generator): datarax then reads up to the position again. Or build a "
-                "new source and set_state a saved state."
+                "new source and set_state a saved state.", stream=type(source).__name__,
             )
         self.needs_open = False
         self.to_skip = -behind
@@ -304,11 +314,11 @@ class StreamPass(HostState):
 
 
 def _inside_pass(source: StreamSource, opened: int | None, read: int, epoch: int,
-                 ) -> SourceContractError:
+                 ) -> CannotGoBack:
     """The error for a stream without ``restart`` asked for pass ``epoch`` while it stands
     inside pass ``opened``, ``read`` records in (its rest would be served as pass ``epoch``)."""
     name = type(source).__name__
-    return SourceContractError(
+    return CannotGoBack(
         f"{name} cannot begin pass {epoch}: it stands inside pass {opened}, "
         f"{count_words(read, 'record')} read, and does not implement restart(self, epoch), "
         f"so pass {epoch} would serve the rest of pass {opened}. Pass {opened} was left "
@@ -317,7 +327,7 @@ def _inside_pass(source: StreamSource, opened: int | None, read: int, epoch: int
         "out). Implement restart(self, epoch) to start the stream over (reopen the file, "
         "re-create the generator), or build a new source for each pass. To serve the rest "
         f"of pass {opened} instead, loop over the same iterator again, or call "
-        "pipeline.set_state(pipeline.get_state()) before the next loop."
+        "pipeline.set_state(pipeline.get_state()) before the next loop.", stream=name,
     )
 
 

@@ -22,6 +22,7 @@ from datarax.core.errors import SourceContractError
 from datarax.core.module import HostState
 from datarax.core.reading import forward_only, read_at, reading_of, skips_in_position
 from datarax.core.spec import TextSpec
+from datarax.core.stream import CannotGoBack
 from datarax.core.step_cache import cached
 from datarax.host.counts import count_words
 from datarax.mixing.sampling import SampledOrder, sampled_records
@@ -76,7 +77,8 @@ class ChildReads(HostState):
         passes = stream_passes.get_value()
         epoch, start = int(passes[i, 0]), int(passes[i, 1])  # the pass, its first draw
         draw, at = first, self.stands_at[i]  # the draw the child stands at, its position
-        if self.next_draw[i] != first:
+        moved = self.next_draw[i] != first
+        if moved:
             if first < start:  # moved back from outside (a parent's seek or restore
                 epoch, start = 0, 0  # keeps no stream_passes): read again from pass 0 on
                 self._set_pass(i, stream_passes, epoch, start)
@@ -87,7 +89,13 @@ class ChildReads(HostState):
         parts = []
         while draw < first + count:  # records before ``first`` read and dropped
             want = first + count - draw if draw >= first else min(first - draw, max(count, 1024))
-            batch, stable, at = read_at(child, epoch, at, want, None, who=self._who(i, child))
+            try:
+                batch, stable, at = read_at(child, epoch, at, want, None, who=self._who(i, child))
+            except CannotGoBack as err:
+                if not moved:
+                    raise
+                raise CannotGoBack(self._cannot_go_back(i, child, first, epoch, err.stream),
+                                   stream=err.stream) from err
             if batch is None:
                 if draw == start:
                     raise SourceContractError(
@@ -102,6 +110,21 @@ class ChildReads(HostState):
             draw += len(stable)
         self.next_draw[i], self.stands_at[i] = first + count, at
         return concat_batches(parts)
+
+    def _cannot_go_back(self, i: int, child: DataSourceModule, first: int, epoch: int,
+                        name: str) -> str:
+        """Why child ``i``, moved back to its pass's start to reach draw ``first``, was
+        refused by stream ``name`` (it cannot restart), and what to do."""
+        return (
+            f"{self._who(i, child)} cannot serve its draw {first}: the mixture reads a "
+            "stream that does not stand at the draw it needs from the start of the stream's "
+            f"pass (here pass {epoch}), and {name} already read into that pass and does not "
+            "implement restart(self, epoch), so it cannot go back. That happens on a new "
+            "mixture pass after a `break`, take() or skip(), on a restore or seek, and on a "
+            f"batch read again after it failed. Implement restart(self, epoch) in {name} "
+            "(reopen the file, re-create the generator); or continue the pass: keep its "
+            "iterator (it = iter(pipeline)) and loop over it again after a break."
+        )
 
     def _who(self, i: int, child: DataSourceModule) -> str:
         """Child ``i`` as messages name it."""

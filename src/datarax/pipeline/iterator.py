@@ -21,6 +21,7 @@ from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
 from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
+from datarax.core.stream import CannotGoBack
 from datarax.core.operator import RecordFilter
 from datarax.host.counts import count_words
 from datarax.pipeline.driver import Driver, SourceMoved
@@ -72,6 +73,10 @@ class PipelineIterator:
         self._shard = self._source.shard  # checked per batch: a later Pipeline may re-shard
         # one next() at a time: the drivers and the position assume one caller
         self._turn = threading.RLock()
+        # (where the source stood, session.left) when this pass was asked for: a stream
+        # that refuses to begin it goes back there (see _not_begun)
+        self._came_from: tuple[BatchStart, Any] | None = None
+        self._unbegun: tuple[int, int, int] | None = None  # where _not_begun left the source
         if self._filter_at is not None:
             refuse_resplit(context, epoch)
         self._begin(epoch, resume_at)
@@ -80,7 +85,9 @@ class PipelineIterator:
     def _begin(self, epoch: int, resume_at: int | None) -> None:
         """Start pass ``epoch`` (``resume_at`` None) or continue it where the source stands."""
         source = self._source
+        self._came_from = self._unbegun = None
         if resume_at is None:
+            self._came_from = (self._batch_start(), self._context.session.left)
             source.seek(epoch, 0)
         self._epoch = epoch
         self._finished = False
@@ -204,6 +211,8 @@ class PipelineIterator:
             )
         if self._closed or self._finished:
             raise StopIteration
+        if self._unbegun is not None:
+            self._ask_again()
         if self._source.shard is not self._shard:  # set again: by another Pipeline?
             check_own_share(self._context.session.share, self._source)
             self._shard = self._source.shard
@@ -218,7 +227,7 @@ class PipelineIterator:
             self._end_pass()
             raise
         except BaseException as err:  # an error, or Ctrl-C in a notebook's loop
-            self._failed(start)
+            self._failed(start, err)
             refusal = traced_call("next() of a Pipeline iterator", err)
             if refusal is None:
                 raise
@@ -253,6 +262,7 @@ class PipelineIterator:
                 self._follow_source()
                 continue
             self._mark()
+            self._came_from = None
             return batch
 
     def _batch_start(self) -> BatchStart:
@@ -261,13 +271,37 @@ class PipelineIterator:
         return (*source.datarax_position.where(),
                 source.skip_state() if self._counts_skips else None)
 
-    def _failed(self, start: BatchStart) -> None:
+    def _failed(self, start: BatchStart, err: BaseException) -> None:
         """A batch failed before it was handed out: the source goes back to where it
         began (position and skip count), so a retry reads the same records again."""
         self._release()
+        if isinstance(err, CannotGoBack) and self._came_from is not None:
+            self._not_begun()
+            return
         rewind(self._source, start)
         # the next iter(pipeline) continues this pass at the failed batch
         self._context.session.left = None
+
+    def _not_begun(self) -> None:
+        """A stream refused to begin this pass (it cannot go back): the source goes back
+        to where the pass was asked from, so a state saved now still holds the rest of
+        the pass it stood in; the next ``iter()`` or ``next()`` asks for this pass again."""
+        assert self._came_from is not None
+        (came, left), source, session = self._came_from, self._source, self._context.session
+        rewind(source, came)
+        session.left = left
+        if left is not None and left[:2] == came[:2]:  # left there by a break: still so
+            session.note_left(source)
+        self._unbegun = (*source.datarax_position.where(), source.datarax_position.restores)
+
+    def _ask_again(self) -> None:
+        """``next()`` after :meth:`_not_begun`: ask for the pass again, unless the source
+        was moved since (a restore): then continue where it stands."""
+        source, unbegun = self._source, self._unbegun
+        if unbegun == (*source.datarax_position.where(), source.datarax_position.restores):
+            self._begin(self._epoch, None)
+        else:
+            self._begin(source.epoch, source.index)
 
     def _end_pass(self) -> None:
         """The pass is over: release its reader and stand at the next epoch's start
