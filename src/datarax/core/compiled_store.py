@@ -434,7 +434,7 @@ class StoredJit:
 
     def __call__(self, *args: Any) -> Any:
         found = self.compiled.get(signature(args))
-        if found is None or isinstance(found, Future):
+        if found is None or isinstance(found, Future) or jax.config.jax_disable_jit:
             found = self.executable(*args)
         return found(*args)
 
@@ -443,7 +443,11 @@ class StoredJit:
         self.executable(*args, ahead=True)
 
     def executable(self, *args: Any, ahead: bool = False) -> Any:
-        """The compiled program for ``args`` (compiled, or loaded, now if needed)."""
+        """The compiled program for ``args`` (compiled, or loaded, now if needed); under
+        ``jax.disable_jit()`` (a user debugging) the function itself, run op by op as
+        ``jax.jit`` runs it there (JAX refuses to call a compiled program then)."""
+        if jax.config.jax_disable_jit and not ahead:
+            return self.jitted
         key = signature(args)
         while True:
             with self.lock:
