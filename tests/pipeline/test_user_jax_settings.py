@@ -4,7 +4,6 @@ are entered with JAX's context managers here, so nothing leaks into other tests.
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
