@@ -29,16 +29,16 @@ def scale(element, key=None):
 
 
 def typical(text: bool = False, records: int = 24, batch_size: int = 4) -> Pipeline:
-    """Shuffle, a random flip, /255, a filter; ``text``: with a text field instead of the
-    filter (a compiled filter cannot read MemorySource's text)."""
+    """Shuffle, a random flip, /255, a filter; ``text``: a text field and /255 alone (a
+    compiled filter cannot read MemorySource's text)."""
     data = {"image": IMAGES[:records], "label": np.arange(records) % 10}
     if text:
         data["word"] = [f"w{i % 10}" for i in range(records)]  # as the label
     source = MemorySource(MemorySourceConfig(shuffle=True, seed=3), data)
-    stages = [ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip),
-              ElementOperator(ElementOperatorConfig(stochastic=False), fn=scale)]
-    if not text:
-        stages.append(FilterOperator(predicate=lambda el: el.data["label"] < 7))
+    stages = [ElementOperator(ElementOperatorConfig(stochastic=False), fn=scale)]
+    if not text:  # (kept short: under disable_jit each primitive compiles on its own)
+        stages = [ElementOperator(ElementOperatorConfig(stochastic=True), fn=flip), *stages,
+                  FilterOperator(predicate=lambda el: el.data["label"] < 7)]
     return Pipeline(source, stages=stages, batch_size=batch_size, rngs=nnx.Rngs(0))
 
 
@@ -108,3 +108,16 @@ def test_a_memory_source_built_with_x64_and_read_without_it_is_told_to_be_built_
         "(int64 columns that fit become int32; float64 needs cast_float64=True) or turn x64 "
         "back on with jax.config.update('jax_enable_x64', True)."
     )
+
+
+def test_debug_nans_names_the_stage_op_that_made_a_nan():
+    """Under jax_debug_nans a stored program's NaN check names no op: the step runs as its
+    jax.jit, which names it."""
+    def log(element, key=None):
+        return element.update_data({"x": jnp.log(element.data["x"])})
+
+    source = MemorySource(MemorySourceConfig(), {"x": np.array([1.0, -1.0], np.float32)})
+    stage = ElementOperator(ElementOperatorConfig(stochastic=False), fn=log)
+    with jax.debug_nans(True):
+        with pytest.raises(FloatingPointError, match=r"invalid value \(nan\) encountered in log"):
+            next(iter(Pipeline(source, [stage], batch_size=2)))
