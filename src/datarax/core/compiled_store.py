@@ -434,6 +434,14 @@ class LoadedOnTrial:
         return getattr(self.compiled, name)
 
 
+def jax_debugging() -> bool:
+    """True under ``jax.disable_jit()``, ``jax_debug_nans`` or ``jax_debug_infs``: a step
+    then runs as its ``jax.jit`` (op by op; a NaN's op named), not a stored program (JAX
+    refuses to call one under disable_jit, and its NaN check names no op)."""
+    config = jax.config
+    return bool(config.jax_disable_jit or config.jax_debug_nans or config.jax_debug_infs)
+
+
 class StoredJit:
     """``fn`` compiled once per argument signature (:func:`stored_jit`); thread-safe: a
     second caller of a signature being compiled waits. What :meth:`prepare` raised is
@@ -447,7 +455,7 @@ class StoredJit:
 
     def __call__(self, *args: Any) -> Any:
         found = self.compiled.get(signature(args))
-        if found is None or isinstance(found, Future):
+        if found is None or isinstance(found, Future) or jax_debugging():
             found = self.executable(*args)
         return found(*args)
 
@@ -456,7 +464,10 @@ class StoredJit:
         self.executable(*args, ahead=True)
 
     def executable(self, *args: Any, ahead: bool = False) -> Any:
-        """The compiled program for ``args`` (compiled, or loaded, now if needed)."""
+        """The compiled program for ``args`` (compiled, or loaded, now if needed); while a
+        user debugs (:func:`jax_debugging`) the ``jax.jit`` of the function instead."""
+        if jax_debugging() and not ahead:
+            return self.jitted
         key = signature(args)
         while True:
             with self.lock:

@@ -140,8 +140,11 @@ def check_same_fields(owner: str, labels: list[str], specs: list[Mapping[str, An
                 )
 
 
-def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:
-    """Refuse declared 64-bit fields while ``jax_enable_x64`` is off, so nothing is narrowed."""
+def check_spec_x64(spec: Mapping[str, Any], where: str = "source", *,
+                   built_with_x64: bool = False) -> None:
+    """Refuse declared 64-bit fields while ``jax_enable_x64`` is off, so nothing is narrowed;
+    ``built_with_x64``: the source took its dtypes when built, with x64 on (the message says
+    to build it again)."""
     flat = flatten_fields(spec)
     bad = declared_64bit(
         {name: s.dtype for name, s in flat.items() if isinstance(s, jax.ShapeDtypeStruct)}
@@ -150,9 +153,13 @@ def check_spec_x64(spec: Mapping[str, Any], where: str = "source") -> None:
         details = ", ".join(f"'{n}' ({np.dtype(flat[n].dtype).name})" for n in bad)
         raise SpecMismatchError(
             f"{where} declares 64-bit field(s) {details} but jax_enable_x64 is off, so "
-            "JAX would silently narrow them to 32 bits. Cast in the source (e.g. "
-            "x.astype(np.float32) / np.int32) or enable x64 with "
-            "jax.config.update('jax_enable_x64', True).",
+            "JAX would silently narrow them to 32 bits. "
+            + (f"{where.split('.')[0]} took its dtypes when it was built, while x64 was on: "
+               "build it again with x64 off (int64 columns that fit become int32; float64 "
+               "needs cast_float64=True) or turn x64 back on with "
+               "jax.config.update('jax_enable_x64', True)." if built_with_x64 else
+               "Cast in the source (e.g. x.astype(np.float32) / np.int32) or enable x64 with "
+               "jax.config.update('jax_enable_x64', True)."),
             fields=bad,
         )
 
@@ -175,7 +182,8 @@ def checked_spec(source: Any) -> dict[str, Any]:
     x64 = x64_enabled()
     if x64 not in per_source:
         spec = _declared(source)
-        check_spec_x64(spec, where=f"{type(source).__name__}.element_spec()")
+        check_spec_x64(spec, where=f"{type(source).__name__}.element_spec()",
+                       built_with_x64=getattr(source, "built_with_x64", False))
         _check_indexed_declaration(source, spec)
         per_source[x64] = spec
     return per_source[x64]

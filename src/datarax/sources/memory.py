@@ -23,7 +23,7 @@ from flax import nnx
 
 from datarax.core.batch import gather_rows
 from datarax.core.config import StructuralConfig, check_bool, check_seed
-from datarax.core.dtypes import text_kind
+from datarax.core.dtypes import is_64bit, text_kind
 from datarax.core.errors import StateError
 from datarax.core.indexed import IndexedSource, position_dtype
 from datarax.core.position import saved_count
@@ -301,6 +301,14 @@ class MemorySource(IndexedSource):
     def known_spec(self) -> dict[str, Any]:
         """The spec, from the columns held (for ``repr``)."""
         return self.element_spec()
+
+    @property
+    def built_with_x64(self) -> bool:
+        """True when its columns hold 64-bit numbers: it was built while ``jax_enable_x64``
+        was on (otherwise the dtype policy made them 32-bit) and keeps those dtypes."""
+        specs = jax.tree.leaves(self.__store.shaped_specs())
+        return type(self).element_spec is MemorySource.element_spec and any(
+            is_64bit(s.dtype) for s in specs)
 
     def element_spec(self) -> dict[str, Any]:
         device = _map(array_to_spec_strip_leading, self.__store.shaped_specs())
