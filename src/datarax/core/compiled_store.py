@@ -41,6 +41,7 @@ import numpy as np
 from jax.experimental import serialize_executable
 
 from datarax.core.program_weight import ELEMENTAL_MAX_WEIGHT, program_weight
+from datarax.core.user_jax import compiled_here, jax_debugging
 from datarax.host.cache_home import cache_home
 from datarax.host.settings import env_folder, env_size, switched_on
 
@@ -70,12 +71,6 @@ _LOADED_SIZE = 32
 _LOADED_LOCK = threading.Lock()
 _REFUSED: set[str] = set()  # folders already warned about
 _UNKNOWN_OPTIONS: set[str] = set()  # compile options the installed XLA refused as unknown
-#: what JAX's ``jax.monitoring`` records, in the compiling thread, when its persistent
-#: compilation cache serves a compile
-JAX_CACHE_HIT = "/jax/compilation_cache/cache_hits"
-_LISTENING: list[bool] = []  # [True] once registered for good (JAX < 0.8.1 only)
-_LISTENING_LOCK = threading.Lock()
-_SERVED = threading.local()  # .hit: JAX's cache served this thread's compile under way
 
 
 def counts() -> dict[str, int]:
@@ -370,34 +365,11 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
 
 def compile_here(lowered: Any, text: str | None = None) -> tuple[Any, bool]:
     """:func:`compile_with_options`, and whether XLA compiled it in this process (False:
-    JAX's persistent compilation cache served it). An executable JAX loaded from its cache
-    serializes, on CPU, without its compiled functions: stored, it would load in a later
-    process and fail at its first run ("Function ... not found"). The listener is there
-    for this compile only (a user's ``jax.monitoring.clear_event_listeners()`` between
-    compiles takes nothing away); if it went during the compile, nobody can say: False."""
-    _SERVED.hit = False
-    unregister = getattr(jax.monitoring, "unregister_event_listener", None)
-    if unregister is None:  # JAX < 0.8.1: one listener for the process, as it cannot go
-        with _LISTENING_LOCK:
-            if not _LISTENING:
-                jax.monitoring.register_event_listener(_note_jax_cache_hit)
-                _LISTENING.append(True)
-        return compile_with_options(lowered, text), not _SERVED.hit
-    jax.monitoring.register_event_listener(_note_jax_cache_hit)
-    try:
-        compiled = compile_with_options(lowered, text)
-    finally:
-        try:
-            unregister(_note_jax_cache_hit)
-            heard = True
-        except (AssertionError, ValueError):  # cleared meanwhile: a hit may have gone unheard
-            heard = False
-    return compiled, heard and not _SERVED.hit
-
-
-def _note_jax_cache_hit(event: str, **kwargs: Any) -> None:
-    if event == JAX_CACHE_HIT:
-        _SERVED.hit = True
+    JAX's persistent compilation cache served it, :func:`~datarax.core.user_jax.compiled_here`).
+    An executable JAX loaded from its cache serializes, on CPU, without its compiled
+    functions: stored, it would load in a later process and fail at its first run
+    ("Function ... not found")."""
+    return compiled_here(lambda: compile_with_options(lowered, text))
 
 
 class LoadedOnTrial:
@@ -432,14 +404,6 @@ class LoadedOnTrial:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.compiled, name)
-
-
-def jax_debugging() -> bool:
-    """True under ``jax.disable_jit()``, ``jax_debug_nans`` or ``jax_debug_infs``: a step
-    then runs as its ``jax.jit`` (op by op; a NaN's op named), not a stored program (JAX
-    refuses to call one under disable_jit, and its NaN check names no op)."""
-    config = jax.config
-    return bool(config.jax_disable_jit or config.jax_debug_nans or config.jax_debug_infs)
 
 
 class StoredJit:

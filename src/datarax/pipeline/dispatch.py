@@ -19,7 +19,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.batch import concat_batches, head_rows
-from datarax.core.compiled_store import jax_debugging
+from datarax.core.user_jax import jax_debugging
 from datarax.core.keys import for_stages, step_keys
 from datarax.core.operator import all_per_record
 from datarax.core.dtypes import is_host_leaf
