@@ -7,9 +7,10 @@ Indexed sources: :class:`FilteredDispatch` runs
 batches in one compiled program; where the filter comes first over a source read by
 position (:func:`two_phase`), in two: a pass's verdicts once
 (:func:`~datarax.pipeline.filtered_step.choose_step`), then each batch from its kept
-positions (:func:`~datarax.pipeline.filtered_step.kept_step`). Host sources and streams (the filter first):
-:class:`~datarax.pipeline.driver_cursor.FilteredReads` reads ``batch_size - kept`` records
-at a time, so the position after a batch is exactly past its last kept record.
+positions (:func:`~datarax.pipeline.filtered_step.kept_step`). Host sources and streams
+(the filter first): :class:`~datarax.pipeline.driver_cursor.FilteredReads` reads
+``batch_size - kept`` records at a time, so the position after a batch is exactly past its
+last kept record.
 """
 
 from __future__ import annotations
@@ -274,6 +275,9 @@ class FilteredDispatch:
             began = time.perf_counter()
         take = self.chosen[self.taken:self.taken + whole]
         kept = len(take)
+        if not kept:  # the rest of the pass dropped
+            self.done, self.position = True, self.total
+            return None
         self.taken += kept
         positions = np.zeros(whole, self.wide)
         positions[:kept] = take
