@@ -88,11 +88,21 @@ def test_every_batch_as_the_one_program_path(phases, monkeypatch, shuffle, size,
     assert [len(e) for e in two] == [69 // size if drop else -(-69 // size)] * 2
 
 
-def test_padded_batches_as_the_one_program_path(phases):
-    phases(True)
-    padded = digests(make(pad_remainder=True))
-    phases(False)
-    assert padded == digests(make(pad_remainder=True))
+def _centered(batch):  # a batch-level stage: run apart, after the kept step
+    return {**batch, "image": batch["image"] - batch["image"].mean()}
+
+
+def test_padded_batches_and_a_batch_level_stage_as_the_one_program_path(phases):
+    for options in ({"pad_remainder": True}, {"stages": [_centered]}):
+        def built(two):
+            seen = phases(two)
+            p = make(**{k: v for k, v in options.items() if k != "stages"})
+            if "stages" in options:
+                p = Pipeline(p.source, stages=[*p.stages, *options["stages"]], batch_size=8,
+                             seed=5)
+            return digests(p), seen
+        (two, seen), (one, _) = built(True), built(False)
+        assert two == one and seen and all(seen)
 
 
 def test_resume_at_every_boundary_and_the_counts(phases, monkeypatch):
