@@ -271,6 +271,27 @@ def test_an_entry_loaded_once_is_served_again_without_loading_until_its_bytes_ch
     assert _delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "stored": 1, "corrupt": 1}
 
 
+def test_an_entry_is_loaded_onto_the_device_its_program_runs_on(store, monkeypatch):
+    """A step whose arguments are committed to a device (``stages_on="host"``: the CPU,
+    beside a TPU's default backend) is loaded onto that device's client: the default
+    backend's cannot parse another platform's executable (seen on a TPU v5e)."""
+    cpu = jax.local_devices(backend="cpu")[0]
+    x, a = jax.device_put(np.arange(11, dtype=np.float32), cpu), np.float32(3)
+    compiled_store.stored_jit(_affine)(x, a)
+    loads, load = [], compiled_store.serialize_executable.deserialize_and_load
+
+    def noted(*args, **kwargs):
+        loads.append((kwargs.get("backend"), kwargs.get("execution_devices")))
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(compiled_store.serialize_executable, "deserialize_and_load", noted)
+    before = compiled_store.counts()
+    out = compiled_store.stored_jit(_affine)(x, a)
+    assert out.tolist() == (np.arange(11) * 3 + 1).tolist() and out.devices() == {cpu}
+    assert _delta(before) == {"compiled": 0, "loaded": 1, "reused": 0, "stored": 0, "corrupt": 0}
+    assert loads == [(cpu.client, [cpu])]
+
+
 def test_an_entry_that_loads_but_cannot_run_is_compiled_again_and_removed(store, monkeypatch):
     """XLA's CPU runtime was seen to load an entry that then misses a kernel at its first
     call; the call is served by a fresh compile and the entry goes."""

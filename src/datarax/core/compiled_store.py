@@ -146,12 +146,22 @@ def signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tree, tuple(map(_leaf_signature, leaves)), settings, jax.sharding.get_mesh()
 
 
-def _program_key(text: str, args: tuple[Any, ...]) -> str:
-    device = jax.devices()[0]
+def program_device(args: tuple[Any, ...]) -> Any:
+    """The device a one-device program called with ``args`` runs on: that of its committed
+    array arguments (``stages_on="host"`` commits them to the CPU), else this thread's default."""
+    for leaf in jax.tree.leaves(args):
+        if isinstance(leaf, jax.Array) and leaf.committed:
+            return min(leaf.sharding.device_set, key=lambda device: device.id)
+    chosen = jax.config.jax_default_device
+    return jax.devices(chosen)[0] if chosen is None or isinstance(chosen, str) else chosen
+
+
+def _program_key(text: str, args: tuple[Any, ...], device: Any) -> str:
     parts = [
         _FORMAT, text.encode(), jax.__version__, jaxlib.__version__,
         device.platform, device.device_kind, getattr(device.client, "platform_version", ""),
-        repr(sorted(compiler_options(text).items())), repr(jax.config.jax_enable_x64),
+        repr(sorted(compiler_options(text, device.platform).items())),
+        repr(jax.config.jax_enable_x64),
         repr([_leaf_signature(leaf) for leaf in jax.tree.leaves(args)]),
         repr(jax.config.jax_default_device), repr(jax.sharding.get_mesh()),
         os.environ.get("XLA_FLAGS", ""), os.environ.get("LIBTPU_INIT_ARGS", ""), _host(),
@@ -180,17 +190,18 @@ def _host() -> str:
     return f"{platform.machine()} {features or platform.processor()}"
 
 
-def compiler_options(text: str | None = None) -> dict[str, Any]:
-    """The :data:`COMPILER_OPTIONS` of the default backend (a copy), without the elemental
+def compiler_options(text: str | None = None, backend: str | None = None) -> dict[str, Any]:
+    """The :data:`COMPILER_OPTIONS` of ``backend`` (or the default backend), without the elemental
     emitters where ``text`` may be too heavy for them (:mod:`datarax.core.program_weight`)."""
-    options = dict(COMPILER_OPTIONS.get(jax.default_backend(), {}))
+    options = dict(COMPILER_OPTIONS.get(backend or jax.default_backend(), {}))
     if (text is not None and options.get("xla_cpu_use_fusion_emitters") is False
             and program_weight(text) > ELEMENTAL_MAX_WEIGHT):
         del options["xla_cpu_use_fusion_emitters"]
     return options
 
 
-def compile_with_options(lowered: Any, text: str | None = None) -> Any:
+def compile_with_options(lowered: Any, text: str | None = None,
+                         backend: str | None = None) -> Any:
     """``lowered.compile()`` with :func:`compiler_options`, less any option the installed
     XLA does not know (left out from then on): an option changes speed, never whether it runs.
 
@@ -202,7 +213,8 @@ def compile_with_options(lowered: Any, text: str | None = None) -> Any:
     """
     text = lowered.as_text() if text is None else text
     while True:
-        options = {k: v for k, v in compiler_options(text).items() if k not in _UNKNOWN_OPTIONS}
+        options = {k: v for k, v in compiler_options(text, backend).items()
+                   if k not in _UNKNOWN_OPTIONS}
         try:
             return lowered.compile(compiler_options=options or None)
         except jax.errors.JaxRuntimeError as err:
@@ -215,9 +227,9 @@ def compile_with_options(lowered: Any, text: str | None = None) -> Any:
             _UNKNOWN_OPTIONS.update(unknown)
 
 
-def _load(path: Path, lowered: Any) -> Any | None:
-    """The executable stored at ``path`` as a :class:`LoadedOnTrial`, or None (missing,
-    corrupt or unloadable); bytes loaded before are not deserialized again."""
+def _load(path: Path, lowered: Any, device: Any) -> Any | None:
+    """The executable at ``path`` loaded for the program's ``device`` (a :class:`LoadedOnTrial`),
+    or None (missing, corrupt or unloadable); bytes loaded before are not deserialized again."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -238,14 +250,15 @@ def _load(path: Path, lowered: Any) -> Any | None:
     else:
         try:
             compiled = serialize_executable.deserialize_and_load(
-                data[head:], lowered.in_tree, lowered.out_tree)
+                data[head:], lowered.in_tree, lowered.out_tree, backend=device.client,
+                execution_devices=[device])
         except Exception as err:  # noqa: BLE001 - an entry that cannot load is compiled again
             _COUNTS["corrupt"] += 1
             log.warning("datarax: compiled step %s did not load (%s); compiling it again",
                         path.name, err)
             return None
         _COUNTS["loaded"] += 1
-        loaded = LoadedOnTrial(compiled, lowered, path)
+        loaded = LoadedOnTrial(compiled, lowered, path, device.platform)
         if memo is not None:
             with _LOADED_LOCK:
                 _LOADED[memo] = loaded
@@ -344,15 +357,14 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
     # one device only: with several, a loaded executable may expect other input shardings;
     # the switch is read (and a bad value refused) either way
     folder = _private_folder() if cache_dir() and jax.device_count() == 1 else None
-    path = None
-    text = lowered.as_text()
+    path, text, device = None, lowered.as_text(), program_device(args)
     if folder is not None:
         cap_bytes()  # a bad cap is refused before any work
-        path = folder / f"{_program_key(text, args)}.exe"
-        loaded = _load(path, lowered)
+        path = folder / f"{_program_key(text, args, device)}.exe"
+        loaded = _load(path, lowered, device)
         if loaded is not None:
             return loaded
-    compiled, here = compile_here(lowered, text)
+    compiled, here = compile_here(lowered, text, device.platform)
     _COUNTS["compiled"] += 1
     if folder is not None and path is not None:
         if here:
@@ -363,13 +375,14 @@ def compile_lowered(lowered: Any, args: tuple[Any, ...]) -> Any:
     return compiled
 
 
-def compile_here(lowered: Any, text: str | None = None) -> tuple[Any, bool]:
+def compile_here(lowered: Any, text: str | None = None,
+                 backend: str | None = None) -> tuple[Any, bool]:
     """:func:`compile_with_options`, and whether XLA compiled it in this process (False:
     JAX's persistent compilation cache served it, :func:`~datarax.core.user_jax.compiled_here`).
     An executable JAX loaded from its cache serializes, on CPU, without its compiled
     functions: stored, it would load in a later process and fail at its first run
     ("Function ... not found")."""
-    return compiled_here(lambda: compile_with_options(lowered, text))
+    return compiled_here(lambda: compile_with_options(lowered, text, backend))
 
 
 class LoadedOnTrial:
@@ -379,8 +392,8 @@ class LoadedOnTrial:
     failure would otherwise rise later, at a host read). Other attributes are the
     executable's."""
 
-    def __init__(self, compiled: Any, lowered: Any, path: Path) -> None:
-        self.compiled, self.lowered, self.path = compiled, lowered, path
+    def __init__(self, compiled: Any, lowered: Any, path: Path, backend: str | None = None):
+        self.compiled, self.lowered, self.path, self.backend = compiled, lowered, path, backend
 
     def __call__(self, *args: Any) -> Any:
         lowered = self.lowered
@@ -396,7 +409,7 @@ class LoadedOnTrial:
                 self.path.unlink()
             except OSError:
                 pass
-            self.compiled = compile_with_options(lowered)
+            self.compiled = compile_with_options(lowered, backend=self.backend)
             _COUNTS["compiled"] += 1
             out = self.compiled(*args)
         self.lowered = None  # it ran: the store's entry is good
