@@ -12,7 +12,8 @@ import pytest
 
 import datarax
 
-PACKAGES = ["datarax", "datarax.sources", "datarax.operators"]
+PACKAGES = ["datarax", "datarax.sources", "datarax.operators", "datarax.core", "datarax.pipeline",
+            "datarax.samplers"]
 
 
 def test_the_top_level_holds_the_names_a_program_starts_with():
