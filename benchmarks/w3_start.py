@@ -10,11 +10,18 @@ process's CPU seconds (all threads) to its first batch and to its imports — on
 shared machine the CPU seconds are the steadier comparison — and each round's ratio to
 Grain's run of the same round.
 
+Before timing, datarax's and these benchmarks' bytecode is written, as installing a
+package writes it (Grain's, JAX's and Flax's was at install): where
+``PYTHONDONTWRITEBYTECODE`` is set, a source tree without it compiles datarax again in
+every process, 0.06-0.1 s of each start that no installed package pays.
+
 Run: ``python -m benchmarks.w3_start [--rounds 3] [--records 50000] [--json PATH]``.
 """
 
 from __future__ import annotations
 
+import compileall
+import importlib.util
 import json
 import os
 import shutil
@@ -31,8 +38,16 @@ KEYS = {"wall_s": "spawn_to_first_batch_s", "cpu_s": "cpu_to_first_batch_s",
         "import_wall_s": "spawn_to_imported_s", "import_cpu_s": "cpu_to_imported_s"}
 
 
+def write_bytecode() -> None:
+    """Compile datarax and the benchmarks the workers import into their ``__pycache__``."""
+    for package in ("datarax", "benchmarks"):
+        for folder in importlib.util.find_spec(package).submodule_search_locations:
+            compileall.compile_dir(folder, quiet=1)
+
+
 def run(rounds: int, records: int) -> dict[str, Any]:
     case = VisionCase("W3", "W3 start", records, 256)
+    write_bytecode()
     cache_home = tempfile.mkdtemp(prefix="datarax-w3-")
     try:
         for name in NAMES:  # warm what warms up (untimed)

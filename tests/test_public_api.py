@@ -12,7 +12,8 @@ import pytest
 
 import datarax
 
-PACKAGES = ["datarax", "datarax.sources", "datarax.operators"]
+PACKAGES = ["datarax", "datarax.sources", "datarax.operators", "datarax.core", "datarax.pipeline",
+            "datarax.samplers"]
 
 
 def test_the_top_level_holds_the_names_a_program_starts_with():
@@ -121,6 +122,8 @@ def test_a_top_level_name_imports_only_what_it_needs(loaded_by):
         # a pipeline over memory reads no files: no host reader, no object storage
         "datarax.pipeline.driver_cursor", "datarax.sources.skip_ledger",
         "datarax.storage", "datarax.storage.fetch", "datarax.storage.cache",
+        # nor what only other features use: rebatching, stream sources, samplers
+        "datarax.pipeline.rebatch", "datarax.core.stream", "datarax.samplers.samplers",
     } & loaded
     heavy = {"tensorflow", "torch", "datasets", "tensorflow_datasets", "orbax", "array_record"}
     assert not heavy & {name.split(".")[0] for name in loaded}

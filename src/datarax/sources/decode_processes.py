@@ -31,14 +31,12 @@ from __future__ import annotations
 import concurrent.futures
 import glob
 import itertools
-import multiprocessing
 import os
 import pickle
 import sys
 import threading
 import weakref
 from collections.abc import Callable
-from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -164,6 +162,8 @@ class DecodeProcesses:
         the first record's structure; returns at once, while they start."""
         with self._lock:
             if self._pool is None:
+                import multiprocessing  # here: a source that decodes on threads needs none
+
                 import cloudpickle
 
                 reader = cloudpickle.dumps(
@@ -178,6 +178,8 @@ class DecodeProcesses:
 
     def read(self, reads: ChunkReads, order: EpochOrder, start: int, stop: int) -> Chunk:
         """``reads.read(order, start, stop)``, run by a worker process."""
+        from concurrent.futures.process import BrokenProcessPool  # loaded by start()
+
         pool = self.start(reads)
         indices = order.indices(start, stop)  # the order stays here: workers get indices
         try:

@@ -51,13 +51,13 @@ DEFAULT_BUDGET_S = 60.0
 T = TypeVar("T")
 _THROTTLE_TEXT = (r"SlowDown|Throttl|TooManyRequests|reduce your request rate|\b503\b|\b429\b|"
                   r"ServiceUnavailable|RequestLimitExceeded")
-_THROTTLE = re.compile(_THROTTLE_TEXT, re.I)
 # what a store or an HTTP stack says when trying again later may work: throttling too
-_TRANSIENT_TEXT = re.compile(
+# (both patterns are compiled by ``re`` at their first error, not at import)
+_TRANSIENT_TEXT = (
     _THROTTLE_TEXT + r"|\b(500|502|504|408)\b|Service Unavailable|InternalError|"
     r"Internal Server Error|Bad Gateway|Gateway Time-?out|RequestTimeout|timed out|"
     r"connection (was )?(reset|aborted|closed|refused|dropped)|payload is not completed|"
-    r"incomplete read", re.I)
+    r"incomplete read")
 # exception classes (matched by name along the class hierarchy, so the optional HTTP
 # stacks need not be imported) that mean a dropped connection or a timeout
 _TRANSIENT_CLASSES = frozenset({
@@ -125,7 +125,7 @@ def is_access_refused(err: BaseException) -> bool:
 
 def is_throttle(err: BaseException) -> bool:
     """Whether ``err`` says the store is throttling (503 / 429 / SlowDown)."""
-    return bool(_THROTTLE.search(f"{type(err).__name__}: {err}"))
+    return bool(re.search(_THROTTLE_TEXT, f"{type(err).__name__}: {err}", re.I))
 
 
 def _status(err: BaseException) -> tuple[int | None, str | None]:
@@ -176,7 +176,7 @@ def is_transient(err: BaseException) -> bool:
     if isinstance(err, _PROGRAMMING) or type(err).__module__ == "builtins" \
             and not isinstance(err, OSError):
         return False
-    return bool(_TRANSIENT_TEXT.search(str(err)))
+    return bool(re.search(_TRANSIENT_TEXT, str(err), re.I))
 
 
 def default_budget() -> float:
