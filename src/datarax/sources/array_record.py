@@ -33,6 +33,7 @@ from datarax.sources.array_record_remote import (
     check_cache_for_processes,
     local_blocks,
     older_block_setting,
+    ranged_chunk,
     remote_reading,
     window_chunk,
 )
@@ -315,7 +316,8 @@ class ArrayRecordSourceModule(RandomAccessSource):
             locate=functools.partial(_locate, self._data.files, self._data.ends),
             num_threads=num_threads,
             read_ahead=read_ahead,
-            max_chunk=window_chunk(remote, blocks, config.shuffle_window),
+            max_chunk=ranged_chunk(remote, ranged_reads) or window_chunk(
+                remote, blocks, config.shuffle_window),
             policy=config.error_policy(),
             name=type(self).__name__,
             cast_float64=config.cast_float64,

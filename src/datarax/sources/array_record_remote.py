@@ -32,7 +32,7 @@ from datarax.storage.fetch import Fetcher
 from datarax.storage.blocks import MIN_BLOCK_BYTES, FileBlocks, footers_of
 
 __all__ = ["block_bytes", "check_block_bytes", "check_cache_for_processes", "local_blocks",
-           "older_block_setting", "remote_reading", "window_chunk"]
+           "older_block_setting", "RANGED_CHUNK", "ranged_chunk", "remote_reading", "window_chunk"]
 
 
 def block_bytes(config: Any) -> int | None:
@@ -193,3 +193,16 @@ def window_chunk(remote: Any, blocks: Any, window: int | None) -> int | None:
     if remote.cache.max_bytes < 2 * sum(largest):
         return None
     return max(1, window * int(blocks.ends[-1]) // len(blocks.ends))  # an average window
+
+
+RANGED_CHUNK = 512
+"""Positions a reader thread reads at most at once under ``ranged_reads=True`` (whole
+batches, at least one): about a request a record, so a chunk of the default 16 batches
+(4,096 records of 256) made the batch after the first wait for 4,096 requests, and a
+``break``, restore or ``close`` wait for every thread's; 4 threads of 512 still keep
+the 64 connections busy."""
+
+
+def ranged_chunk(remote: Any, ranged: bool) -> int | None:
+    """:data:`RANGED_CHUNK` for a remote source read by range, else None (no cap)."""
+    return RANGED_CHUNK if ranged and remote is not None else None
