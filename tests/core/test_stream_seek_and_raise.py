@@ -344,3 +344,28 @@ def test_under_a_wrapper_reading_ahead_only_the_same_iterator_goes_on_with_the_p
     it = iter(again)
     assert next(it)["x"].tolist() == whole[0]
     assert [b["x"].tolist() for b in it] == whole[1:]
+
+
+class Counted(NoRestart):
+    """NoRestart with its length declared."""
+
+    def length_or_reason(self):
+        return 8
+
+
+def test_a_stream_of_known_length_read_whole_without_its_end_is_refused_naming_why():
+    pipeline = Pipeline(source=Counted(8), batch_size=4)
+    assert [b["x"].tolist() for _, b in zip(range(len(pipeline)), pipeline)] == [
+        [0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(SourceContractError) as refused:
+        next(iter(pipeline))
+    assert str(refused.value).startswith(inside_pass("Counted", 8))
+    assert ("; here all 8 records its length says were read, but the loop stopped before "
+            "asking for the end: a loop of len(pipeline) batches (zip, islice) or a take() "
+            "of the whole pass). Implement restart") in str(refused.value)
+    assert at(pipeline) == (0, 8)
+    broke = Pipeline(source=Counted(8), batch_size=4)
+    next(iter(broke))
+    with pytest.raises(SourceContractError) as refused:
+        next(iter(broke))
+    assert "its length says" not in str(refused.value)
