@@ -314,3 +314,58 @@ def test_asking_again_for_a_refused_pass_is_refused_again_and_moves_nothing():
         next(it)
     pipeline.set_state(pipeline.get_state())  # a restore: the refused iterator follows it
     assert [b["x"].tolist() for b in it] == [[2, 3], [4, 5], [6, 7], [8, 9]]
+
+
+def test_under_a_wrapper_reading_ahead_only_the_same_iterator_goes_on_with_the_pass():
+    """The refusal's advice holds under a ShuffleBufferSource: its restore asks the stream
+    for records the buffer already read (refused, named), the same iterator goes on."""
+    from datarax.sources import ShuffleBufferSource
+
+    def shuffled():
+        return Pipeline(source=ShuffleBufferSource(NoRestart(20), buffer_size=4, seed=0),
+                        batch_size=4)
+
+    whole = [b["x"].tolist() for b in shuffled()]
+    pipeline = shuffled()
+    it = iter(pipeline)
+    for batch in it:
+        break
+    with pytest.raises(SourceContractError) as refused:
+        next(iter(pipeline))
+    assert ("loop over the same iterator again, or (unless a wrapper read the stream ahead) "
+            "call pipeline.set_state(pipeline.get_state()) before the next loop."
+            ) in str(refused.value)
+    assert at(pipeline) == (0, 4)
+    pipeline.set_state(pipeline.get_state())
+    with pytest.raises(SourceContractError, match="NoRestart cannot go back to record 4 of "
+                                                  "pass 0: it already read"):
+        next(iter(pipeline))
+    again = shuffled()
+    it = iter(again)
+    assert next(it)["x"].tolist() == whole[0]
+    assert [b["x"].tolist() for b in it] == whole[1:]
+
+
+class Counted(NoRestart):
+    """NoRestart with its length declared."""
+
+    def length_or_reason(self):
+        return 8
+
+
+def test_a_stream_of_known_length_read_whole_without_its_end_is_refused_naming_why():
+    pipeline = Pipeline(source=Counted(8), batch_size=4)
+    assert [b["x"].tolist() for _, b in zip(range(len(pipeline)), pipeline)] == [
+        [0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(SourceContractError) as refused:
+        next(iter(pipeline))
+    assert str(refused.value).startswith(inside_pass("Counted", 8))
+    assert ("; here all 8 records its length says were read, but the loop stopped before "
+            "asking for the end: a loop of len(pipeline) batches (zip, islice) or a take() "
+            "of the whole pass). Implement restart") in str(refused.value)
+    assert at(pipeline) == (0, 8)
+    broke = Pipeline(source=Counted(8), batch_size=4)
+    next(iter(broke))
+    with pytest.raises(SourceContractError) as refused:
+        next(iter(broke))
+    assert "its length says" not in str(refused.value)

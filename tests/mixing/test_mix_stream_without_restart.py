@@ -51,9 +51,9 @@ def test_a_loop_after_a_break_names_the_mixture_moving_its_stream_back_and_the_f
             pass
     message = str(refused.value)
     assert re.match(r"MixSource source '[ab]' \(OneGenerator\) cannot serve its draw \d+: the "
-                    "mixture reads a stream that does not stand at the draw it needs from "
-                    r"the start of the stream's pass \(here pass 0\), and OneGenerator "
-                    "already read into that pass and does not implement restart", message)
+                    "stream does not stand at that draw, so the mixture reads it again from "
+                    "the start of its pass 0, but OneGenerator already read into that pass "
+                    "and does not implement restart", message)
     assert "a batch that failed after its read" not in message
     assert ("Implement restart(self, epoch) in OneGenerator (reopen the file, re-create the "
             "generator); or continue the pass: keep its iterator (it = iter(pipeline)) and "

@@ -317,17 +317,22 @@ def _inside_pass(source: StreamSource, opened: int | None, read: int, epoch: int
                  ) -> CannotGoBack:
     """The error for a stream without ``restart`` asked for pass ``epoch`` while it stands
     inside pass ``opened``, ``read`` records in (its rest would be served as pass ``epoch``)."""
-    name = type(source).__name__
+    name, length = type(source).__name__, source.length_or_reason()
+    whole = (f"; here all {length} records its length says were read, but the loop "
+             "stopped before asking for the end: a loop of len(pipeline) batches (zip, "
+             "islice) or a take() of the whole pass"
+             if isinstance(length, int) and 0 < length <= read else "")
     return CannotGoBack(
         f"{name} cannot begin pass {epoch}: it stands inside pass {opened}, "
         f"{count_words(read, 'record')} read, and does not implement restart(self, epoch), "
         f"so pass {epoch} would serve the rest of pass {opened}. Pass {opened} was left "
         "before the stream returned its end (a `for` after a `break` or a take() starts the "
         "next pass; a wrapper such as ShuffleBufferSource reads ahead of the batches handed "
-        "out). Implement restart(self, epoch) to start the stream over (reopen the file, "
+        f"out{whole}). Implement restart(self, epoch) to start the stream over (reopen the file, "
         "re-create the generator), or build a new source for each pass. To serve the rest "
-        f"of pass {opened} instead, loop over the same iterator again, or call "
-        "pipeline.set_state(pipeline.get_state()) before the next loop.", stream=name,
+        f"of pass {opened} instead, loop over the same iterator again, or (unless a "
+        "wrapper read the stream ahead) call pipeline.set_state(pipeline.get_state()) "
+        "before the next loop.", stream=name,
     )
 
 

@@ -116,10 +116,10 @@ class ChildReads(HostState):
         """Why child ``i``, moved back to its pass's start to reach draw ``first``, was
         refused by stream ``name`` (it cannot restart), and what to do."""
         return (
-            f"{self._who(i, child)} cannot serve its draw {first}: the mixture reads a "
-            "stream that does not stand at the draw it needs from the start of the stream's "
-            f"pass (here pass {epoch}), and {name} already read into that pass and does not "
-            "implement restart(self, epoch), so it cannot go back. That happens on a new "
+            f"{self._who(i, child)} cannot serve its draw {first}: the stream does not "
+            "stand at that draw, so the mixture reads it again from the start of its pass "
+            f"{epoch}, but {name} already read into that pass and does not implement "
+            "restart(self, epoch), so it cannot go back. That happens on a new "
             "mixture pass after a `break`, take() or skip(), on a restore or seek, and on a "
             f"batch read again after it failed. Implement restart(self, epoch) in {name} "
             "(reopen the file, re-create the generator); or continue the pass: keep its "
