@@ -3946,7 +3946,7 @@ simple("pipeline-read-inside-jit", SOURCES_AND_STAGES,
        _pipeline_read_under_jit)
 
 
-def _stream_without_restart_peeked() -> Any:
+def _one_generator() -> Any:
     from datarax.core.spec import array_to_spec_strip_leading
     from datarax.core.stream import StreamSource
 
@@ -3964,15 +3964,68 @@ def _stream_without_restart_peeked() -> Any:
         def element_spec(self) -> Any:
             return {"x": array_to_spec_strip_leading(np.zeros(1, np.float32))}
 
-    pipeline = Pipeline(source=OneGenerator(), batch_size=4, prefetch=0)
+    return OneGenerator()
+
+
+def _stream_without_restart_peeked() -> Any:
+    pipeline = Pipeline(source=_one_generator(), batch_size=4, prefetch=0)
     pipeline.peek()
     return next(iter(pipeline))
+
+
+def _stream_without_restart_looped_again() -> Any:
+    pipeline = Pipeline(source=_one_generator(), batch_size=4)
+    for _ in pipeline:
+        break
+    for _ in pipeline:
+        pass
 
 
 simple("stream-no-going-back", SOURCES_AND_STAGES,
        "a stream without restart(), peeked, then iterated from its start", SourceContractError,
        "OneGenerator cannot go back to record 0 of pass 0: it already read 4 records past it",
        _stream_without_restart_peeked)
+def _mixture_of_streams_looped_again() -> Any:
+    from datarax.mixing import MixSource
+
+    mix = MixSource({"a": _one_generator(), "b": _one_generator()}, [1, 1], seed=0,
+                    records_per_epoch=12)
+    pipeline = Pipeline(source=mix, batch_size=4)
+    for _ in pipeline:
+        break
+    for _ in pipeline:
+        pass
+
+
+simple("mixture-stream-loop-after-break", SOURCES_AND_STAGES,
+       "a mixture of streams without restart(), left by a break, then looped over again",
+       SourceContractError,
+       "the stream does not stand at that draw, so the mixture reads it again from the start "
+       "of its pass 0, but OneGenerator already read into that pass and does not implement "
+       "restart", _mixture_of_streams_looped_again)
+
+
+def _memory_source_built_with_x64() -> Any:
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        source = MemorySource(MemorySourceConfig(), {"x": np.arange(6, dtype=np.int64)})
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    try:
+        return first_batch(pipe(source=source))
+    finally:
+        jax.config.update("jax_enable_x64", was)
+
+
+simple("memory-built-with-x64", SOURCES_AND_STAGES,
+       "a MemorySource built with x64 on, read with it off", SpecMismatchError,
+       "MemorySource took its dtypes when it was built, while x64 was on: build it again "
+       "with x64 off", _memory_source_built_with_x64)
+simple("stream-loop-after-break", SOURCES_AND_STAGES,
+       "a stream without restart(), left by a break, then looped over again", SourceContractError,
+       "OneGenerator cannot begin pass 1: it stands inside pass 0",
+       _stream_without_restart_looped_again)
 
 
 def render(rows: list[tuple[BadInput, BaseException | None, str]]) -> str:
