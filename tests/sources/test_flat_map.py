@@ -14,7 +14,7 @@ from flax import nnx
 
 from datarax.core.lengths import length_or_none
 from datarax.core.dtypes import NarrowingError
-from datarax.core.errors import DataraxError, StateError
+from datarax.core.errors import ConfigError, DataraxError, StateError
 from datarax.pipeline import Pipeline
 from datarax.sources import (ConcatSource, FlatMapSource, MemorySource, MemorySourceConfig,
                              StreamSource)
@@ -367,3 +367,34 @@ def test_nnx_update_rewinding_the_same_source_reads_its_stream_parent_again():
     assert flat(whole) == [0, 1, 1, 2, 3, 3, 4, 10, 11, 11, 12, 13, 13]
     nnx.update(source, start)  # the same source, back at its start
     assert read(source, 3) == whole
+
+
+class OnePass(StreamSource):
+    """A generator read once: no restart(self, epoch)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(MemorySourceConfig())
+        self.records = iter(range(n))
+
+    def get_batch(self, batch_size):
+        r = [v for _, v in zip(range(batch_size), self.records)]
+        return {"r": np.asarray(r, np.int32)} if r else None
+
+    def element_spec(self):
+        return {"r": jax.ShapeDtypeStruct((), np.int32)}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_parent_stream_without_restart_is_refused_when_built(nested):
+    """FlatMapSource reads its parent's first records to learn its spec, then reads the
+    pass from its start: a stream that cannot read it twice (alone or inside a
+    concatenation) is refused when built, naming it, before anything is read."""
+    stream = OnePass(5)
+    source = ConcatSource([parent(2), stream]) if nested else stream
+    with pytest.raises(ConfigError, match="without restart") as error:
+        FlatMapSource(source, lambda r: [r], max_outputs=1)
+    where = "ConcatSource child 1: OnePass" if nested else "parent OnePass"
+    assert where in str(error.value) and "Implement restart(self, epoch) in" in str(error.value)
+    assert next(stream.records) == 0  # nothing was read
+    ok = FlatMapSource(NumberStream(0, 5, field="r"), lambda r: [r], max_outputs=1)
+    assert flat(read(ok, 2, lambda b, s: b["r"].tolist())) == [0, 1, 2, 3, 4]

@@ -30,6 +30,7 @@ from datarax.core.config import StructuralConfig
 from datarax.core.data_source import DataSourceModule, check_contract
 from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.reading import reading_of
+from datarax.core.stream import StreamSource
 
 __all__ = [
     "ChildSources",
@@ -158,8 +159,24 @@ def close_each(closers: Iterable[Callable[[], object]]) -> None:
         raise first
 
 
+def stream_without_restart(source: Any, where: str = "") -> str | None:
+    """The first stream in ``source`` or among its children, at any depth, that keeps the
+    default ``restart`` (so it cannot read a pass twice), named with its place; or None."""
+    name = f"{where}{type(source).__name__}"
+    if isinstance(source, StreamSource) and type(source).restart is StreamSource.restart:
+        return name
+    return source.child_without_restart(name) if isinstance(source, ChildSources) else None
+
+
 class ChildSources:
     """Mixin of a source built from ``_children()``: their step inputs and closing."""
+
+    def child_without_restart(self, name: str) -> str | None:
+        """:func:`stream_without_restart` of the children (``name``: this source's place)."""
+        for i, child in enumerate(self._children()):
+            if (found := stream_without_restart(child, f"{name} child {i}: ")) is not None:
+                return found
+        return None
 
     def _children(self) -> Sequence[Any]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -50,11 +50,12 @@ from datarax.core.children import (
     child_settings,
     restore_place,
     saved_place,
+    stream_without_restart,
 )
 from datarax.core.config import StructuralConfig, check_bool, check_int
 from datarax.core.data_source import DataSourceModule, SourceKind, skipping_setting
 from datarax.core.lengths import LengthIfKnown, stable_index_bound
-from datarax.core.errors import DataraxError, StateError
+from datarax.core.errors import ConfigError, DataraxError, StateError
 from datarax.core.module import HostState
 from datarax.core.position import past_the_end, saved_count, saved_counts
 from datarax.core.stage_digest import describe, digest
@@ -144,6 +145,13 @@ class FlatMapSource(ForwardReads, LengthIfKnown, ChildSources, DataSourceModule)
                     children="parent")
         if not callable(fn):
             raise DataraxError(f"FlatMapSource fn must be callable, got {type(fn).__name__}.")
+        if (stream := stream_without_restart(source)) is not None:
+            raise ConfigError(
+                f"FlatMapSource parent {stream} is a stream without restart(self, epoch), so "
+                "it cannot be read twice: FlatMapSource reads the parent's first records to "
+                "learn what fn returns (its element spec), then reads the pass from its first "
+                f"record. Implement restart(self, epoch) in {stream} to start its pass over."
+            )
         config = FlatMapSourceConfig(
             max_outputs=max_outputs,
             fn_name=getattr(fn, "__qualname__", type(fn).__qualname__),
