@@ -4005,6 +4005,18 @@ simple("mixture-stream-loop-after-break", SOURCES_AND_STAGES,
        "restart", _mixture_of_streams_looped_again)
 
 
+def _flat_map_over_stream_without_restart() -> Any:
+    from datarax.sources import FlatMapSource
+
+    return FlatMapSource(_one_generator(), lambda r: [r], max_outputs=1)
+
+
+simple("flat-map-over-stream-without-restart", SOURCES_AND_STAGES,
+       "a FlatMapSource over a stream without restart()", ConfigError,
+       "FlatMapSource parent OneGenerator is a stream without restart(self, epoch), so it "
+       "cannot be read twice", _flat_map_over_stream_without_restart)
+
+
 def _memory_source_built_with_x64() -> Any:
     was = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", True)
