@@ -332,9 +332,9 @@ def test_under_a_wrapper_reading_ahead_only_the_same_iterator_goes_on_with_the_p
         break
     with pytest.raises(SourceContractError) as refused:
         next(iter(pipeline))
-    assert ("loop over the same iterator again, or (unless a wrapper read the stream ahead) "
-            "call pipeline.set_state(pipeline.get_state()) before the next loop."
-            ) in str(refused.value)
+    assert ("call pipeline.set_state(pipeline.get_state()) before the next loop (unless a "
+            "wrapper read the stream ahead), or keep the pass's iterator (it = iter(pipeline)) "
+            "and loop over it again after a break.") in str(refused.value)
     assert at(pipeline) == (0, 4)
     pipeline.set_state(pipeline.get_state())
     with pytest.raises(SourceContractError, match="NoRestart cannot go back to record 4 of "

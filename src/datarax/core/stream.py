@@ -330,9 +330,9 @@ def _inside_pass(source: StreamSource, opened: int | None, read: int, epoch: int
         "next pass; a wrapper such as ShuffleBufferSource reads ahead of the batches handed "
         f"out{whole}). Implement restart(self, epoch) to start the stream over (reopen the file, "
         "re-create the generator), or build a new source for each pass. To serve the rest "
-        f"of pass {opened} instead, loop over the same iterator again, or (unless a "
-        "wrapper read the stream ahead) call pipeline.set_state(pipeline.get_state()) "
-        "before the next loop.", stream=name,
+        f"of pass {opened} instead, call pipeline.set_state(pipeline.get_state()) before "
+        "the next loop (unless a wrapper read the stream ahead), or keep the pass's "
+        "iterator (it = iter(pipeline)) and loop over it again after a break.", stream=name,
     )
 
 
