@@ -121,3 +121,21 @@ def test_debug_nans_names_the_stage_op_that_made_a_nan():
     with jax.debug_nans(True):
         with pytest.raises(FloatingPointError, match=r"invalid value \(nan\) encountered in log"):
             next(iter(Pipeline(source, [stage], batch_size=2)))
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_disable_jit_runs_the_stages_op_by_op_on_the_prefetch_worker_too(prefetch):
+    """JAX keeps disable_jit per thread: the worker preparing batches ahead enters it as
+    the loop's thread has it, so a stage sees each batch's values, not a tracer."""
+    calls = []
+
+    def centered(batch):  # a batch-level stage: called on the batch itself
+        calls.append(isinstance(batch["x"], jax.core.Tracer))
+        return {"x": batch["x"] - 1}
+
+    source = MemorySource(MemorySourceConfig(), {"x": np.arange(12, dtype=np.float32)})
+    pipeline = Pipeline(source, [centered], batch_size=4, prefetch=prefetch)
+    with jax.disable_jit():
+        got = [np.asarray(b["x"]).tolist() for b in pipeline]
+    assert got == [[-1, 0, 1, 2], [3, 4, 5, 6], [7, 8, 9, 10]]
+    assert calls.count(False) == 3  # each batch's stage call on values

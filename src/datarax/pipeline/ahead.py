@@ -33,7 +33,7 @@ from datarax.core.threads import run_behind_consumer
 
 # JAX settings a thread may set for itself (``with jax.enable_x64(True):``)
 _THREAD_SETTINGS = (*(name.removeprefix("jax_") for name in LOWERING_SETTINGS),
-                    "log_compiles", "explain_cache_misses", "debug_key_reuse")
+                    "log_compiles", "explain_cache_misses", "debug_key_reuse", "disable_jit")
 # How often (seconds) a worker waiting for room checks that its consumer can still take.
 _POLL = 0.1
 #: seconds a worker whose pass ended waits for the next (``follow``): one thread per loop

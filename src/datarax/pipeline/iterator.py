@@ -21,7 +21,6 @@ from datarax.core.keys import draw
 from datarax.core.owned import owned_device_put
 from datarax.core.spec import checked_spec, has_text
 from datarax.core.stages import apply_stages, filtered
-from datarax.core.stream import CannotGoBack
 from datarax.core.operator import RecordFilter
 from datarax.host.counts import count_words
 from datarax.pipeline.driver import Driver, SourceMoved
@@ -275,6 +274,9 @@ class PipelineIterator:
         """A batch failed before it was handed out: the source goes back to where it
         began (position and skip count), so a retry reads the same records again."""
         self._release()
+        # imported here: a pipeline over no stream never loads core.stream
+        from datarax.core.stream import CannotGoBack
+
         if isinstance(err, CannotGoBack) and self._came_from is not None:
             self._not_begun()
             return
