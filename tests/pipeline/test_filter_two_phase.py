@@ -166,3 +166,21 @@ def test_which_filters_run_in_two_phases():
     assert not filtered.two_phase(first, 0, None, True)  # not all numeric
     assert filtered.choose_chunks(spec, 20_000) == (8192, 3)
     assert filtered.choose_chunks(spec, 0) == (1, 1)
+
+
+def test_a_pass_past_the_most_records_keeps_the_one_program_path(monkeypatch):
+    """Phase one runs before a pass's first batch (and after each restore): a pass over
+    more than ``CHOOSE_MOST_RECORDS`` records keeps the one-program path, same batches."""
+    chosen = []
+    real = filtered.FilteredDispatch._dispatch_chosen
+
+    def counted(self):
+        chosen.append(self.epoch)
+        return real(self)
+
+    monkeypatch.setattr(filtered.FilteredDispatch, "_dispatch_chosen", counted)
+    two = digests(make())
+    assert chosen  # N records: two phases
+    chosen.clear()
+    monkeypatch.setattr(filtered, "CHOOSE_MOST_RECORDS", N - 1)
+    assert digests(make()) == two and not chosen

@@ -130,6 +130,9 @@ FilteredItem = tuple[int, Batch, int, Callable[[], Any]]
 #: phase one reads a pass's records in chunks of at most these many bytes, or records
 CHOOSE_BYTES = 16 * 1024 * 1024
 CHOOSE_RECORDS = 8192
+#: passes over more records keep the one-phase path: phase one runs before a pass's first
+#: batch (and again after each restore), and its mask and positions grow with the pass
+CHOOSE_MOST_RECORDS = 2**20
 
 
 def two_phase(stages: Sequence[Any], at: int, read_spec: Any, by_position: bool) -> bool:
@@ -187,7 +190,7 @@ class FilteredDispatch:
         check_positions(epoch, self.n, self.base + self.total + self.batch_size)
         self.choose = self.kept_step = self.chosen = None  # two phases: chosen, kept positions
         self.taken = 0  # of chosen, handed to batches
-        if two_phase(stages, at, read_spec, by_position):
+        if two_phase(stages, at, read_spec, by_position) and self.total <= CHOOSE_MOST_RECORDS:
             chunk, chunks = choose_chunks(read_spec, self.total)
             if jax.config.jax_enable_x64 or self.base + chunk * chunks < 2**31:
                 self.choose = reuse.step(("choose", chunk, chunks),
