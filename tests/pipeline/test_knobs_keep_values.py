@@ -1,6 +1,7 @@
 """Performance knobs never change values: the same seed serves the same batches (sha256
 of every field) and the same state over two epochs whatever the knob. Pinned here: the
-pipeline's ``prefetch``, the compiled-step store off (``DATARAX_COMPILE_CACHE=0``),
+pipeline's ``prefetch``, a first filter's two phases against one program (keeping no
+record, one, half, all; with the stages on the host and under ``jax.disable_jit()``), the compiled-step store off (``DATARAX_COMPILE_CACHE=0``),
 compiling ahead on (``DATARAX_COMPILE_AHEAD=1``; the tests default it off), over a
 filter first, stochastic image operators and a text field; and an ArrayRecord source's
 ``num_threads`` / ``read_ahead`` and the filter's ``on_host`` under the same stages. ``stages_on``,
@@ -114,3 +115,37 @@ def test_reader_threads_read_ahead_and_a_filter_on_host_serve_the_same_batches(t
             source.close()
     assert seen[0] == seen[1] == seen[2]
     assert len(seen[0]) == 2 + 2 * 4
+
+
+# ------------------------------------------------ a filter first: the paths chosen for it
+
+KEEPS = {"none": lambda el: el.data["label"] < 0, "one": lambda el: el.data["label"] == 17,
+         "half": lambda el: el.data["label"] % 2 == 0, "all": lambda el: el.data["label"] >= 0}
+
+
+def kept_pipeline(keep: str, **arguments: Any) -> Pipeline:
+    source = MemorySource(MemorySourceConfig(shuffle=True, seed=1),
+                          {"image": IMAGES, "label": np.arange(N, dtype=np.int32)})
+    return Pipeline(source=source, batch_size=5, seed=0,
+                    stages=[FilterOperator(predicate=KEEPS[keep]),
+                            ElementOperator(ElementOperatorConfig(stochastic=True), fn=noisy)],
+                    **arguments)
+
+
+@pytest.mark.parametrize("keep, batches", [("none", 0), ("one", 1), ("half", 3), ("all", 5)])
+def test_a_first_filter_serves_the_same_batches_on_every_path(keep, batches, monkeypatch):
+    """Two phases (chosen for a filter first over a source read by position) against one
+    program, the stages on the host, and ``jax.disable_jit()`` (a plain ``jax.jit``), for
+    filters keeping no record, one, half and all."""
+    from datarax.pipeline import filtered
+
+    real, verdicts = filtered.two_phase, []
+    monkeypatch.setattr(filtered, "two_phase",
+                        lambda *args: verdicts.append(real(*args)) or verdicts[-1])
+    expected = digests(kept_pipeline(keep))
+    assert len(expected) == 2 + 2 * batches and verdicts and all(verdicts)
+    assert digests(kept_pipeline(keep, stages_on="host", prefetch=0)) == expected
+    with jax.disable_jit():
+        assert digests(kept_pipeline(keep)) == expected
+    monkeypatch.setattr(filtered, "two_phase", lambda *args: False)
+    assert digests(kept_pipeline(keep)) == expected
