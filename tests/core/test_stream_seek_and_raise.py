@@ -346,6 +346,31 @@ def test_under_a_wrapper_reading_ahead_only_the_same_iterator_goes_on_with_the_p
     assert [b["x"].tolist() for b in it] == whole[1:]
 
 
+def test_an_interleave_over_streams_without_restart_names_its_read_ahead_when_it_cannot_go_back():
+    """InterleaveSource reads its children ahead (64 records at a time): a restore asks a
+    child for records it already read, and the refusal says so; a new source resumes."""
+    from datarax.sources import InterleaveSource
+
+    def interleaved():
+        return Pipeline(source=InterleaveSource([NoRestart(10), NoRestart(10)], cycle_length=2),
+                        batch_size=4, prefetch=0)
+
+    pipeline = interleaved()
+    assert next(iter(pipeline))["x"].tolist() == [0, 0, 1, 1]
+    saved = pipeline.get_state()
+    pipeline.set_state(saved)
+    with pytest.raises(SourceContractError) as refused:
+        next(iter(pipeline))
+    assert str(refused.value).startswith(
+        "NoRestart cannot go back to record 2 of pass 0: it already read 8 records past it ("
+        "a batch that failed after its read, batches read ahead with prefetch, peek(), a "
+        "ShuffleBufferSource or InterleaveSource over it, which reads its records ahead)")
+    resumed = interleaved()
+    resumed.set_state(saved)
+    assert [b["x"].tolist() for b in resumed] == [[2, 2, 3, 3], [4, 4, 5, 5], [6, 6, 7, 7],
+                                                  [8, 8, 9, 9]]
+
+
 class Counted(NoRestart):
     """NoRestart with its length declared."""
 

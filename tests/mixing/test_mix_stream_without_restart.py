@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from datarax.core.errors import SourceContractError
+from datarax.core.errors import SourceContractError, StaleIteratorError
 from datarax.core.spec import array_to_spec_strip_leading
 from datarax.core.stream import StreamSource, StructuralConfig
 from datarax.mixing import MixSource
@@ -43,7 +43,8 @@ def ids(pipeline):
 def test_a_loop_after_a_break_names_the_mixture_moving_its_stream_back_and_the_fix(prefetch):
     whole = ids(mixture(prefetch))
     pipeline = mixture(prefetch)
-    for batch in pipeline:
+    kept = iter(pipeline)
+    for batch in kept:
         break
     assert batch["x"].tolist() == whole[0]
     with pytest.raises(SourceContractError) as refused:
@@ -57,7 +58,11 @@ def test_a_loop_after_a_break_names_the_mixture_moving_its_stream_back_and_the_f
     assert "a batch that failed after its read" not in message
     assert ("Implement restart(self, epoch) in OneGenerator (reopen the file, re-create the "
             "generator); or continue the pass: keep its iterator (it = iter(pipeline)) and "
-            "loop over it again after a break.") in message
+            "loop over it again after a break (a refused loop ends the old one), or build "
+            "the mixture again over new streams and set_state a state saved in this pass "
+            "(pipeline.get_state() still holds where it stands).") in message
+    with pytest.raises(StaleIteratorError):  # why the old iterator cannot go on now
+        next(kept)
     state = pipeline.get_state()
     assert (state["epoch"], state["position"]) == (0, 4)  # the pass it was asked from
     resumed = mixture(prefetch)

@@ -196,9 +196,10 @@ class StreamPass(HostState):
             raise CannotGoBack(
                 f"{type(source).__name__} cannot go back to record {index} of pass {epoch}: "
                 f"it already read {count_words(behind, 'record')} past it (a batch that "
-                "failed after its read, batches read ahead with prefetch, peek()), and "
-                "without restart(self, epoch) they cannot be read again. Implement "
-                "restart(self, epoch) to start the pass over (reopen the file, re-create "
+                "failed after its read, batches read ahead with prefetch, peek(), a "
+                "ShuffleBufferSource or InterleaveSource over it, which reads its records "
+                "ahead), and without restart(self, epoch) they cannot be read again. "
+                "Implement restart(self, epoch) to start the pass over (reopen the file, re-create "
                 "the generator): datarax then reads up to the position again. Or build a "
                 "new source and set_state a saved state.", stream=type(source).__name__,
             )

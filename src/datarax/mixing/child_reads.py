@@ -123,7 +123,10 @@ class ChildReads(HostState):
             "mixture pass after a `break`, take() or skip(), on a restore or seek, and on a "
             f"batch read again after it failed. Implement restart(self, epoch) in {name} "
             "(reopen the file, re-create the generator); or continue the pass: keep its "
-            "iterator (it = iter(pipeline)) and loop over it again after a break."
+            "iterator (it = iter(pipeline)) and loop over it again after a break (a refused "
+            "loop ends the old one), or build the mixture again over new streams and "
+            "set_state a state saved in this pass (pipeline.get_state() still holds where "
+            "it stands)."
         )
 
     def _who(self, i: int, child: DataSourceModule) -> str:
