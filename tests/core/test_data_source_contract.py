@@ -422,3 +422,24 @@ def test_a_source_has_no_batch_method_and_says_the_pipeline_batches():
         source.shuffle  # noqa: B018 - other missing names keep Python's message
     source.batch = "a user's own attribute"  # still settable (only a missing one is named)
     assert source.batch == "a user's own attribute"
+
+
+def test_a_source_class_defined_first_in_a_fresh_process_gets_its_kind_base(tmp_path):
+    """``datarax.core`` imports its names on first use: a user's stream (or indexed) class
+    defined right after ``from datarax.core import DataSourceModule`` still derives from
+    its kind's base, loaded then."""
+    from fresh_process import run_script
+
+    done = run_script(tmp_path / "kinds.py", (
+        "import numpy as np\n"
+        "from datarax.core import DataSourceModule\n"
+        "class Lines(DataSourceModule):\n"
+        "    def get_batch(self, batch_size):\n"
+        "        return None\n"
+        "class Rows(DataSourceModule):\n"
+        "    def get_batch_at(self, start, size, key=None):\n"
+        "        return None\n"
+        "print(Lines.kind.value, Lines.__mro__[1].__name__, Rows.kind.value,"
+        " Rows.__mro__[1].__name__)\n"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["stream", "StreamSource", "indexed", "IndexedSource"]

@@ -4018,16 +4018,10 @@ simple("flat-map-over-stream-without-restart", SOURCES_AND_STAGES,
 
 
 def _memory_source_built_with_x64() -> Any:
-    was = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with jax.enable_x64(True):  # this thread only
         source = MemorySource(MemorySourceConfig(), {"x": np.arange(6, dtype=np.int64)})
-    finally:
-        jax.config.update("jax_enable_x64", False)
-    try:
+    with jax.enable_x64(False):
         return first_batch(pipe(source=source))
-    finally:
-        jax.config.update("jax_enable_x64", was)
 
 
 simple("memory-built-with-x64", SOURCES_AND_STAGES,

@@ -11,6 +11,7 @@ so subclasses may name their own fields freely.
 from __future__ import annotations
 
 import enum
+import importlib
 import inspect
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -45,6 +46,10 @@ class SourceKind(enum.Enum):
 
 
 _KIND_BASES: dict[SourceKind, type] = {}
+#: where each kind's base is defined: loaded when a class first needs it (``datarax.core``
+#: imports its names on first use, so a user's stream class may come first)
+_KIND_HOMES = {SourceKind.INDEXED: "datarax.core.indexed",
+               SourceKind.STREAM: "datarax.core.stream"}
 
 
 class _SourceClass(_ModuleClass):
@@ -55,12 +60,9 @@ class _SourceClass(_ModuleClass):
                 **kwargs: Any) -> Any:
         kind = _defined_kind(bases, namespace, kwargs)
         if kind is not None:
-            base = _KIND_BASES.get(kind)
-            if base is None:
-                raise SourceContractError(
-                    f"{name}: the {kind.value} source base is not loaded; import "
-                    "datarax.core (it loads both kind bases) before defining the class."
-                )
+            if kind not in _KIND_BASES:
+                importlib.import_module(_KIND_HOMES[kind])  # registers its base
+            base = _KIND_BASES[kind]
             bases = (tuple(base if b is DataSourceModule else b for b in bases)
                      if DataSourceModule in bases else (*bases, base))
         return super().__new__(mcs, name, bases, namespace, **kwargs)
