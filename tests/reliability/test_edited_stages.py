@@ -140,7 +140,9 @@ def test_the_digest_is_the_same_in_another_process():
     src = str(Path(edited_stages.__file__).resolve().parents[2] / "src")
     env = {**os.environ, "PYTHONHASHSEED": hash_seed,
            "PYTHONPATH": os.pathsep.join([str(HERE), src, os.environ.get("PYTHONPATH", "")])}
-    code = "import edited_stages; print(edited_stages.saved_digest())"
+    # printed and flushed, the child ends without tearing down JAX and Flax (tenths of a second)
+    code = ("import os, sys, edited_stages; print(edited_stages.saved_digest()); "
+            "sys.stdout.flush(); os._exit(0)")
     child = subprocess.run([sys.executable, "-c", code], env=env,
                            capture_output=True, text=True, timeout=300, check=True)
     assert child.stdout.split()[-1] == edited_stages.saved_digest()
