@@ -115,6 +115,12 @@ def _forty_in_four_shards(tmp_path: pathlib.Path) -> pathlib.Path:
     return folder
 
 
+# a connect's own answer (refused; or accepted into a silent server's backlog), never a
+# connect timeout: at a budget of 1 s the connect timeout is 0.1 s, and on a loaded
+# machine loopback's answer can come later than that (ConnectTimeoutError, seen under -n 2)
+CONNECT_IN_TIME = {"config_kwargs": {"connect_timeout": 10}}
+
+
 def _serve(port: int) -> Any:  # moto keeps its buckets in this process across servers
     from tests.storage.conftest import moto_server
 
@@ -127,7 +133,7 @@ def test_a_port_nobody_listens_on_fails_within_the_budget(aws_env, monkeypatch):
     stats = StorageStats()
     with pytest.raises(RemoteStoreError, match=r"cannot read 's3://nobody/a\.bin': "
                        + BUDGET_USED.format(cause="EndpointConnectionError")) as err:
-        list_objects("s3://nobody/a.bin", stats=stats)
+        list_objects("s3://nobody/a.bin", CONNECT_IN_TIME, stats=stats)
     assert err.value.url == "s3://nobody/a.bin"
     # the budget ended it, not the retry count (on a loaded machine the first attempt,
     # which opens the client session, may use all 1 s: no retry then)
@@ -142,7 +148,7 @@ def test_a_server_that_never_answers_fails_within_the_budget(aws_env, monkeypatc
         _endpoint(monkeypatch, f"http://127.0.0.1:{silent.getsockname()[1]}")
         with pytest.raises(RemoteStoreError, match=r"cannot read 's3://silent/a\.bin': "
                            + BUDGET_USED.format(cause="ReadTimeoutError")):
-            list_objects("s3://silent/a.bin")
+            list_objects("s3://silent/a.bin", CONNECT_IN_TIME)
 
 
 def _upload(endpoint: str, bucket: str, folder: pathlib.Path) -> None:
@@ -169,7 +175,8 @@ def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
         _upload(endpoint, "stopped", folder)
         _endpoint(monkeypatch, endpoint)
         source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "s3://stopped/ds",
-                                         cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+                                         cache=ShardCache(tmp_path / "cache", max_bytes="1M"),
+                                         storage_options=CONNECT_IN_TIME)
     finally:
         server.stop()  # the dataset was listed; no shard is downloaded yet
     try:
