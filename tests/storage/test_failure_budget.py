@@ -116,8 +116,8 @@ def _forty_in_four_shards(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 # a connect's own answer (refused; or accepted into a silent server's backlog), never a
-# connect timeout: at a budget of 1 s the connect timeout is 0.1 s, and on a loaded
-# machine loopback's answer can come later than that (ConnectTimeoutError, seen under -n 2)
+# connect timeout: the budget's connect timeouts are short (0.1 s at 1 s, 0.2 s at 4), and on a
+# loaded machine loopback's answer can come later (ConnectTimeoutError, seen under -n 2)
 CONNECT_IN_TIME = {"config_kwargs": {"connect_timeout": 10}}
 
 
@@ -208,7 +208,8 @@ def test_a_read_stopped_by_a_server_down_goes_on_exactly_once_it_is_back(
 
     def source(name: str) -> Any:
         return ArrayRecordSourceModule(config, "s3://comeback/ds",
-                                       cache=ShardCache(tmp_path / name, max_bytes="1M"))
+                                       cache=ShardCache(tmp_path / name, max_bytes="1M"),
+                                       storage_options=CONNECT_IN_TIME)
 
     server = _serve(port)
     try:
