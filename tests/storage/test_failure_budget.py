@@ -115,6 +115,12 @@ def _forty_in_four_shards(tmp_path: pathlib.Path) -> pathlib.Path:
     return folder
 
 
+# a connect's own answer (refused; or accepted into a silent server's backlog), never a
+# connect timeout: the budget's connect timeouts are short (0.1 s at 1 s, 0.2 s at 4), and on a
+# loaded machine loopback's answer can come later (ConnectTimeoutError, seen under -n 2)
+CONNECT_IN_TIME = {"config_kwargs": {"connect_timeout": 10}}
+
+
 def _serve(port: int) -> Any:  # moto keeps its buckets in this process across servers
     from tests.storage.conftest import moto_server
 
@@ -127,7 +133,7 @@ def test_a_port_nobody_listens_on_fails_within_the_budget(aws_env, monkeypatch):
     stats = StorageStats()
     with pytest.raises(RemoteStoreError, match=r"cannot read 's3://nobody/a\.bin': "
                        + BUDGET_USED.format(cause="EndpointConnectionError")) as err:
-        list_objects("s3://nobody/a.bin", stats=stats)
+        list_objects("s3://nobody/a.bin", CONNECT_IN_TIME, stats=stats)
     assert err.value.url == "s3://nobody/a.bin"
     # the budget ended it, not the retry count (on a loaded machine the first attempt,
     # which opens the client session, may use all 1 s: no retry then)
@@ -142,7 +148,7 @@ def test_a_server_that_never_answers_fails_within_the_budget(aws_env, monkeypatc
         _endpoint(monkeypatch, f"http://127.0.0.1:{silent.getsockname()[1]}")
         with pytest.raises(RemoteStoreError, match=r"cannot read 's3://silent/a\.bin': "
                            + BUDGET_USED.format(cause="ReadTimeoutError")):
-            list_objects("s3://silent/a.bin")
+            list_objects("s3://silent/a.bin", CONNECT_IN_TIME)
 
 
 def _upload(endpoint: str, bucket: str, folder: pathlib.Path) -> None:
@@ -169,7 +175,8 @@ def test_a_server_stopped_mid_run_stops_the_read_within_the_budget(
         _upload(endpoint, "stopped", folder)
         _endpoint(monkeypatch, endpoint)
         source = ArrayRecordSourceModule(ArrayRecordSourceConfig(), "s3://stopped/ds",
-                                         cache=ShardCache(tmp_path / "cache", max_bytes="1M"))
+                                         cache=ShardCache(tmp_path / "cache", max_bytes="1M"),
+                                         storage_options=CONNECT_IN_TIME)
     finally:
         server.stop()  # the dataset was listed; no shard is downloaded yet
     try:
@@ -195,13 +202,16 @@ def test_a_read_stopped_by_a_server_down_goes_on_exactly_once_it_is_back(
     config = ArrayRecordSourceConfig(shuffle_files=True, shuffle_window=1, seed=5)
     with ArrayRecordSourceModule(config, str(folder)) as local:
         expected = [int(i) for _ in range(10) for i in local.get_batch(4)["i"]]
-    monkeypatch.setenv("DATARAX_RETRY_BUDGET", "4")  # the reads that succeed have room
+    # the reads that succeed wait as long as they need (the budget's timeouts would be a
+    # fraction of its 1 s); the read while the server is down ends within the budget
+    patient = {"config_kwargs": {"connect_timeout": 10, "read_timeout": 15}}
     port = _closed_port()
     endpoint = f"http://127.0.0.1:{port}"
 
     def source(name: str) -> Any:
         return ArrayRecordSourceModule(config, "s3://comeback/ds",
-                                       cache=ShardCache(tmp_path / name, max_bytes="1M"))
+                                       cache=ShardCache(tmp_path / name, max_bytes="1M"),
+                                       storage_options=patient)
 
     server = _serve(port)
     try:
