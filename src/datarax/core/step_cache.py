@@ -88,11 +88,20 @@ def split_for_step(tree: Any) -> tuple[Any, Any]:
         >>> graphdef == nnx.split(src)[0], nnx.merge(graphdef, state).has_host_fields()
         (True, False)
     """
+    return step_split(tree)[1:]
+
+
+def step_split(tree: Any, last: tuple[Any, Any] | None = None) -> tuple[Any, Any, Any]:
+    """``(graphdef, step graphdef, state)``: :func:`split_for_step` with ``tree``'s own
+    graph definition first; ``last``, an earlier ``(graphdef, step graphdef)``, is
+    reused while ``graphdef`` equals its first (no twin is made)."""
     graphdef, state = nnx.split(tree)
+    if last is not None and last[0] == graphdef:
+        return graphdef, last[1], state
     if not any(hasattr(node, "forget_records") for _, node in nnx.iter_graph(tree)):
-        return graphdef, state
+        return graphdef, graphdef, state
     twin = nnx.merge(graphdef, state)
     for _, node in nnx.iter_graph(twin):
         if hasattr(node, "forget_records"):
             node.forget_records()
-    return nnx.split(twin)[0], state
+    return graphdef, nnx.split(twin)[0], state

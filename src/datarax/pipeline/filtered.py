@@ -24,7 +24,6 @@ import jax
 import numpy as np
 from flax import nnx
 
-from datarax.core.step_cache import split_for_step
 from datarax.core.errors import ConfigError, StateError
 from datarax.core.indexed import TRACER_ERRORS
 from datarax.core.operator import RecordFilter, all_per_record
@@ -171,7 +170,7 @@ class FilteredDispatch:
         self.post_graph = None if self.fuse or not post else nnx.split(
             [passed] * at + [filtered] + post
         )
-        self.graphdef, state = split_for_step((source, stages))
+        self.graphdef, state = context.session.pass_reuse.split((source, stages))
         self.reuse = reuse = context.session.pass_reuse
         self.inputs, self.state, self.key, self.epoch_arg = pass_arguments(
             context, epoch, self.graphdef, state, np.int32(epoch))
