@@ -2,7 +2,9 @@
 
 **Invariant.** A program is found again only under a key equal to the one it was
 built under: the key holds everything that determines it (an NNX graph definition
-with its configs and functions, sizes, flags), never a hash of Python code.
+with its configs and functions, sizes, flags), never a hash of Python code. A key holds
+no data: a graph definition is made by :func:`split_for_step`, which leaves a source's
+records out (they reach the program as arguments).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from flax import nnx
 
 _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
 _CACHE_SIZE = 64
@@ -69,3 +73,35 @@ def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., 
     else:
         _CACHE.move_to_end(key)
     return fn
+
+
+def split_for_step(tree: Any) -> tuple[Any, Any]:
+    """``nnx.split(tree)`` for a cached step: the graph definition is split from a twin
+    whose sources (those with ``forget_records``) keep only their records' layout, so
+    the cache keeps no data set alive; the state is ``tree``'s own.
+
+    Example:
+        >>> import numpy as np
+        >>> from datarax.sources import MemorySource, MemorySourceConfig
+        >>> src = MemorySource(MemorySourceConfig(), {"x": np.arange(4)})
+        >>> graphdef, state = split_for_step(src)
+        >>> graphdef == nnx.split(src)[0], nnx.merge(graphdef, state).has_host_fields()
+        (True, False)
+    """
+    return step_split(tree)[1:]
+
+
+def step_split(tree: Any, last: tuple[Any, Any] | None = None) -> tuple[Any, Any, Any]:
+    """``(graphdef, step graphdef, state)``: :func:`split_for_step` with ``tree``'s own
+    graph definition first; ``last``, an earlier ``(graphdef, step graphdef)``, is
+    reused while ``graphdef`` equals its first (no twin is made)."""
+    graphdef, state = nnx.split(tree)
+    if last is not None and last[0] == graphdef:
+        return graphdef, last[1], state
+    if not any(hasattr(node, "forget_records") for _, node in nnx.iter_graph(tree)):
+        return graphdef, graphdef, state
+    twin = nnx.merge(graphdef, state)
+    for _, node in nnx.iter_graph(twin):
+        if hasattr(node, "forget_records"):
+            node.forget_records()
+    return graphdef, nnx.split(twin)[0], state

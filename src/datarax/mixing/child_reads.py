@@ -23,7 +23,7 @@ from datarax.core.module import HostState
 from datarax.core.reading import forward_only, read_at, reading_of, skips_in_position
 from datarax.core.spec import TextSpec
 from datarax.core.stream import CannotGoBack
-from datarax.core.step_cache import cached
+from datarax.core.step_cache import cached, split_for_step
 from datarax.host.counts import count_words
 from datarax.mixing.sampling import SampledOrder, sampled_records
 from datarax.typing import Batch
@@ -145,7 +145,7 @@ class ChildReads(HostState):
         if self.readings[i].compiled:
             # padded to a power of two: reads reuse the same traced shapes
             padded = np.resize(np.asarray(records, np.int32), 1 << max(len(records) - 1, 0).bit_length())
-            graphdef, state = nnx.split(child)
+            graphdef, state = split_for_step(child)
             batch = sampled_read(graphdef)(state, child.step_inputs(), jax.numpy.asarray(padded))
             out = {k: np.asarray(v)[: len(records), 0] for k, v in batch.items()}
             if child.has_host_fields():  # text: read on the host, record by record

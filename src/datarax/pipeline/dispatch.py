@@ -16,7 +16,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from datarax.core.batch import concat_batches, head_rows
 from datarax.core.user_jax import jax_debugging
@@ -139,7 +138,8 @@ class IndexedDispatch:
         # text kept on the host joins the gathered fields by index; stages then run on the host
         self.host_fields = source.has_host_fields()
         self.host_stages = stages if self.host_fields else []
-        self.graphdef, state = nnx.split((source, [] if self.host_fields else stages))
+        self.graphdef, state = context.session.pass_reuse.split(
+            (source, [] if self.host_fields else stages))
         self.exact_short = not self.host_fields and not all_per_record(stages)
         self.n = len(source)  # type: ignore[arg-type]
         self.lo = source.shard.bounds(self.n)[0]

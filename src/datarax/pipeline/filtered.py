@@ -170,7 +170,7 @@ class FilteredDispatch:
         self.post_graph = None if self.fuse or not post else nnx.split(
             [passed] * at + [filtered] + post
         )
-        self.graphdef, state = nnx.split((source, stages))
+        self.graphdef, state = context.session.pass_reuse.split((source, stages))
         self.reuse = reuse = context.session.pass_reuse
         self.inputs, self.state, self.key, self.epoch_arg = pass_arguments(
             context, epoch, self.graphdef, state, np.int32(epoch))

@@ -39,7 +39,7 @@ from flax import nnx
 from datarax.core.config import check_count
 from datarax.core.errors import ConfigError, callable_name, refused_call
 from datarax.core.spec import refuse_declared_64bit, text_fields
-from datarax.core.step_cache import cached
+from datarax.core.step_cache import cached, split_for_step
 from datarax.host.counts import count_words
 from datarax.pipeline.dispatch import position_dtype
 from datarax.pipeline.plan import PassContext
@@ -273,7 +273,7 @@ def run_scan(
     starts, epochs, (end_epoch, end_index) = scan_positions(context, epoch, index, length)
     modules, data = tuple(modules), (source, list(context.stages))
     modules_def, modules_state = nnx.split(modules)
-    data_def, data_state = nnx.split(data)
+    data_def, data_state = split_for_step(data)
     data_state = jax.device_put(data_state)
     nnx.update(data, data_state)  # copied to the device once, not at every call
     placement = context.plan.placement

@@ -26,6 +26,7 @@ import numpy as np
 from flax import nnx
 
 from datarax.core.compiled_store import signature as compiled_signature
+from datarax.core.step_cache import step_split
 from datarax.pipeline.ahead import DispatchAhead
 
 #: host leaves up to this many elements are compared by value (and kept as copies);
@@ -98,6 +99,17 @@ class PassReuse:
         self.steps: dict[Any, Any] = {}
         self.bound: dict[Any, Any] = {}
         self._parked: DispatchAhead | None = None
+        self._split: tuple[Any, Any] | None = None  # the last pass's graph, its step graph
+
+    def split(self, tree: Any) -> tuple[Any, Any]:
+        """:func:`~datarax.core.step_cache.split_for_step` of ``tree``, its step graph
+        definition reused while the graph is unchanged (a pass start skips the twin)."""
+        with self._lock:
+            last = self._split
+        graphdef, step_graphdef, state = step_split(tree, last)
+        with self._lock:
+            self._split = (graphdef, step_graphdef)
+        return step_graphdef, state
 
     def park(self, worker: DispatchAhead) -> None:
         """Keep the worker of a pass that ended for the next pass (see the module)."""

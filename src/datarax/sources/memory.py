@@ -10,6 +10,7 @@ Nested dicts of fields are nested fields, named by path (``"meta/id"``) in messa
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -223,6 +224,12 @@ class MemorySource(IndexedSource):
             return self.__store.bind(inputs[0], inputs[1])
         return self.__store.bind(inputs)
 
+    def forget_records(self) -> None:
+        """Keep only the records' layout (a twin made by
+        :func:`~datarax.core.step_cache.split_for_step`): a graph definition split from
+        this source then holds no data, and a compiled step cached under it keeps none."""
+        self.__store = self.__store.layout()
+
     def has_host_fields(self) -> bool:
         return bool(self.__store.host)
 
@@ -362,6 +369,15 @@ class _ColumnStore:
         self._signature = tuple((p, *shapes[p]) for p in sorted(shapes))
         self._bound = threading.local()
 
+    def layout(self) -> _ColumnStore:
+        """An equal store without the records: each device column as a
+        ``jax.ShapeDtypeStruct``, each text column as its first record (a copy)."""
+        twin = copy.copy(self)
+        twin.columns = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), self.columns)
+        twin.host = {p: np.array(v[:1], copy=True) for p, v in self.host.items()}
+        twin._bound = threading.local()
+        return twin
+
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
         """The records never change, so a copy of the source shares them."""
         return self
@@ -392,7 +408,7 @@ class _ColumnStore:
     def shaped_specs(self) -> dict[str, Any]:
         """A ``jax.ShapeDtypeStruct`` of each device field in the records' shape."""
         return unflatten({
-            p: jax.ShapeDtypeStruct((len(v), *self.record_shapes[p]), v.dtype)
+            p: jax.ShapeDtypeStruct((v.shape[0], *self.record_shapes[p]), v.dtype)
             for p, v in flatten(self.columns).items()
         })
 
