@@ -162,13 +162,13 @@ def test_the_thread_compiles_the_full_and_the_short_batch_before_the_first_is_as
 
 def test_a_filtered_pipelines_step_is_compiled_ahead(counted):
     ahead, during, rest = counted["filter"]
-    assert (ahead, during) == ("2", "0")  # two phases: the pass's verdicts, the batches
+    assert (ahead, during) == ("1", "0")
     assert rest.endswith(str(list(range(12))))
 
 
 def test_a_batch_level_stage_after_a_filter_is_compiled_ahead_too(counted):
     ahead, during, rest = counted["filter-batch-level"]
-    assert (ahead, during) == ("3", "0")  # the two phases, the stage apart; the epoch none
+    assert (ahead, during) == ("2", "0")  # the filtered step, the stage apart; the epoch none
     assert rest == "[4, 4, 4] [0.25, 0.25, 0.25]"
 
 

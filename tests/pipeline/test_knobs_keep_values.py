@@ -117,7 +117,7 @@ def test_reader_threads_read_ahead_and_a_filter_on_host_serve_the_same_batches(t
     assert len(seen[0]) == 2 + 2 * 4
 
 
-# ------------------------------------------------ a filter first: the paths chosen for it
+# ------------------------------------------------------- a filter first, on every path
 
 KEEPS = {"none": lambda el: el.data["label"] < 0, "one": lambda el: el.data["label"] == 17,
          "half": lambda el: el.data["label"] % 2 == 0, "all": lambda el: el.data["label"] >= 0}
@@ -133,19 +133,11 @@ def kept_pipeline(keep: str, **arguments: Any) -> Pipeline:
 
 
 @pytest.mark.parametrize("keep, batches", [("none", 0), ("one", 1), ("half", 3), ("all", 5)])
-def test_a_first_filter_serves_the_same_batches_on_every_path(keep, batches, monkeypatch):
-    """Two phases (chosen for a filter first over a source read by position) against one
-    program, the stages on the host, and ``jax.disable_jit()`` (a plain ``jax.jit``), for
-    filters keeping no record, one, half and all."""
-    from datarax.pipeline import filtered
-
-    real, verdicts = filtered.two_phase, []
-    monkeypatch.setattr(filtered, "two_phase",
-                        lambda *args: verdicts.append(real(*args)) or verdicts[-1])
+def test_a_first_filter_serves_the_same_batches_on_every_path(keep, batches):
+    """The compiled filtered step against the stages on the host and ``jax.disable_jit()``
+    (a plain ``jax.jit``), for filters keeping no record, one, half and all."""
     expected = digests(kept_pipeline(keep))
-    assert len(expected) == 2 + 2 * batches and verdicts and all(verdicts)
+    assert len(expected) == 2 + 2 * batches
     assert digests(kept_pipeline(keep, stages_on="host", prefetch=0)) == expected
     with jax.disable_jit():
         assert digests(kept_pipeline(keep)) == expected
-    monkeypatch.setattr(filtered, "two_phase", lambda *args: False)
-    assert digests(kept_pipeline(keep)) == expected

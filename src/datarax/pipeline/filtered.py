@@ -4,20 +4,15 @@ The position is the epoch position just after the last kept record handed out, s
 state stays ``{epoch, position}`` and a resume is exact (docs/filtering.md, "Resume").
 Indexed sources: :class:`FilteredDispatch` runs
 :func:`~datarax.pipeline.filtered_step.filtered_step`, packing kept records into full
-batches in one compiled program; where the filter comes first over a source read by
-position (:func:`two_phase`), in two: a pass's verdicts once
-(:func:`~datarax.pipeline.filtered_step.choose_step`), then each batch from its kept
-positions (:func:`~datarax.pipeline.filtered_step.kept_step`). Host sources and streams
-(the filter first): :class:`~datarax.pipeline.driver_cursor.FilteredReads` reads
-``batch_size - kept`` records at a time, so the position after a batch is exactly past its
-last kept record.
+batches in one compiled program. Host sources and streams (the filter first):
+:class:`~datarax.pipeline.driver_cursor.FilteredReads` reads ``batch_size - kept`` records
+at a time, so the position after a batch is exactly past its last kept record.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -37,7 +32,7 @@ from datarax.pipeline.dispatch import (
     GROUP_MIN_BATCHES, Served, call_bound, check_positions, cut_batch, group_size,
     pass_arguments, position_dtype,
 )
-from datarax.pipeline.filtered_step import choose_step, filtered_step, kept_step, spec_key
+from datarax.pipeline.filtered_step import filtered_step, spec_key
 from datarax.pipeline.plan import PassContext, PipelinePlan, passed
 from datarax.pipeline.steps import stage_step
 from datarax.typing import Batch
@@ -124,35 +119,8 @@ def probe_python_predicate(filt: RecordFilter, spec: Any, where: str) -> None:
 # ------------------------------------------------------------------ indexed
 
 
-#: one handed-out batch: (epoch positions it covers, batch, kept records, its stable
-#: indices when called)
-FilteredItem = tuple[int, Batch, int, Callable[[], Any]]
-#: phase one reads a pass's records in chunks of at most these many bytes, or records
-CHOOSE_BYTES = 16 * 1024 * 1024
-CHOOSE_RECORDS = 8192
-#: passes over more records keep the one-phase path: phase one runs before a pass's first
-#: batch (and again after each restore), and its mask and positions grow with the pass
-CHOOSE_MOST_RECORDS = 2**20
-
-
-def two_phase(stages: Sequence[Any], at: int, read_spec: Any, by_position: bool) -> bool:
-    """Whether a filtered pass runs in two phases: the filter first, per record (its
-    verdict on a record the same in a chunk of any size), over numeric records read by
-    position (a record the same whatever run it is read in)."""
-    return at == 0 and by_position and read_spec is not None and bool(
-        getattr(stages[0], "per_record", False))
-
-
-def choose_chunks(read_spec: Any, total: int) -> tuple[int, int]:
-    """``(chunk, chunks)``: phase one's reads over a pass of ``total`` records.
-
-    >>> import numpy as np
-    >>> choose_chunks((None, (((32, 32, 3), np.dtype(np.uint8).str),)), 50_000)
-    (5461, 10)
-    """
-    size = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in read_spec[1])
-    chunk = max(1, min(total, CHOOSE_RECORDS, CHOOSE_BYTES // max(size, 1)))
-    return chunk, max(1, -(-total // chunk))
+#: one handed-out batch: (epoch positions it covers, batch, kept records, stable indices)
+FilteredItem = tuple[int, Batch, int, Any]
 
 
 class FilteredDispatch:
@@ -186,50 +154,25 @@ class FilteredDispatch:
         self.done = False
         read_spec = spec_key(checked_spec(source)) if at == 0 else None
         by_position = context.reading.reads_by_position
-        self.wide = position_dtype()
-        check_positions(epoch, self.n, self.base + self.total + self.batch_size)
-        self.choose = self.kept_step = self.chosen = None  # two phases: chosen, kept positions
-        self.taken = 0  # of chosen, handed to batches
-        if two_phase(stages, at, read_spec, by_position) and self.total <= CHOOSE_MOST_RECORDS:
-            chunk, chunks = choose_chunks(read_spec, self.total)
-            if jax.config.jax_enable_x64 or self.base + chunk * chunks < 2**31:
-                self.choose = reuse.step(("choose", chunk, chunks),
-                                         lambda: choose_step(self.graphdef, chunk, chunks))
-                self.kept_step = reuse.step(
-                    ("kept", self.batch_size, self.group, self.fuse),
-                    lambda: kept_step(self.graphdef, self.batch_size, self.group, self.fuse))
-        self.step = None if self.choose is not None else reuse.step(
+        self.step = reuse.step(
             ("filtered", self.batch_size, self.group, at, self.fuse, read_spec, by_position),
             lambda: filtered_step(self.graphdef, self.batch_size, self.group, at, self.fuse,
                                   read_spec, by_position))
         self.post_step = None if self.post_graph is None else stage_step(self.post_graph[0])
+        self.wide = position_dtype()
+        check_positions(epoch, self.n, self.base + self.total + self.batch_size)
 
     def programs(self) -> list[tuple[Any, tuple[Any, ...]]]:
         """``(step, arguments)`` of the compiled programs a full group runs."""
-        if self.choose is not None:
-            found = [(self.choose, self._choose_args()),
-                     (self.kept_step, self._kept_args(np.zeros(self.group * self.batch_size,
-                                                               self.wide)))]
-        else:
-            found = [self._filtered_program()]
+        step, args = self._filtered_program()
         if self.post_graph is None:
-            return found
+            return [(step, args)]
         # a full batch as the filtered step returns it (zeros: only its signature counts)
-        step, args = found[-1]
         first = jax.eval_shape(step.jitted, *args)[0][0]
         batch = jax.tree.map(lambda s: jax.numpy.zeros(s.shape, s.dtype), first)
         rows = np.zeros(self.batch_size, np.int32)
-        return [*found, (self.post_step, (self.post_graph[1], batch, rows,
-                                          self.epoch_arg, self.key))]
-
-    def _choose_args(self) -> tuple[Any, ...]:
-        wide = self.wide
-        return (self.state, self.inputs, wide(self.position), wide(self.total),
-                wide(self.base), self.epoch_arg, self.key)
-
-    def _kept_args(self, positions: np.ndarray) -> tuple[Any, ...]:
-        return (self.state, self.inputs, positions, self.wide(self.base), self.epoch_arg,
-                self.key)
+        return [(step, args), (self.post_step, (self.post_graph[1], batch, rows,
+                                                self.epoch_arg, self.key))]
 
     def _filtered_program(self) -> tuple[Any, tuple[Any, ...]]:
         wide = self.wide
@@ -239,7 +182,7 @@ class FilteredDispatch:
     def served(self, item: FilteredItem) -> Served:
         """``item`` as the compiled driver hands it out (its rows: the kept records)."""
         covered, batch, count, rows = item
-        return covered, batch, count, rows, True
+        return covered, batch, count, lambda: rows, True
 
     def counted(self, covered: int, count: int) -> None:
         self.stats.count_filtered(count, covered - count)  # the predicate's verdicts
@@ -257,55 +200,22 @@ class FilteredDispatch:
         """The next group's batches (fewer at the pass's end); None when none is left."""
         if self.done or self.position >= self.total:
             return None
-        if self.choose is not None:
-            return self._dispatch_chosen()
         step, args = self._filtered_program()
         began = time.perf_counter()
         (batches, indices, kept, ends), timer = call_bound(step, self.reuse.bound, args)
         kept, ends, indices = int(kept), np.asarray(ends), np.asarray(indices)
         self.stats.seconds[timer] += time.perf_counter() - began
-        return self._items(batches, kept, ends, lambda k: indices[k])
-
-    def _dispatch_chosen(self) -> list[FilteredItem] | None:
-        """Two phases: the pass's kept positions chosen once, then the next group's
-        batches read from them; an ending as :func:`filtered_step`'s."""
-        size, whole = self.batch_size, self.group * self.batch_size
-        began = time.perf_counter()
-        if self.chosen is None:
-            mask, timer = call_bound(self.choose, self.reuse.bound, self._choose_args())
-            self.chosen = np.flatnonzero(np.asarray(mask)[:self.total]).astype(self.wide)
-            self.stats.seconds[timer] += time.perf_counter() - began
-            began = time.perf_counter()
-        take = self.chosen[self.taken:self.taken + whole]
-        kept = len(take)
-        if not kept:  # the rest of the pass dropped
-            self.done, self.position = True, self.total
-            return None
-        self.taken += kept
-        positions = np.zeros(whole, self.wide)
-        positions[:kept] = take
-        (batches, indices), timer = call_bound(self.kept_step, self.reuse.bound,
-                                               self._kept_args(positions))
-        self.stats.seconds[timer] += time.perf_counter() - began
-        ends = [int(take[k * size + size - 1]) + 1 if (k + 1) * size <= kept else self.total
-                for k in range(self.group)]
-        return self._items(batches, kept, ends, lambda k: np.asarray(indices)[k])
-
-    def _items(self, batches: Any, kept: int, ends: Any,
-               rows_of: Callable[[int], Any]) -> list[FilteredItem] | None:
-        """The group's handed-out batches: ``kept`` records, batch ``k`` ending at epoch
-        position ``ends[k]`` with stable indices ``rows_of(k)``."""
         size, items, before = self.batch_size, [], self.position
         for k, batch in enumerate(batches):
             count = min(size, kept - k * size)
             if count <= 0:
                 break
+            rows = indices[k]
             if count < size:
-                batch = cut_batch(batch, count)
-            rows = functools.partial(_head, rows_of, k, count)
+                batch, rows = cut_batch(batch, count), rows[:count]
             if self.post_step is not None:
                 with self.stats.timer("stages"):
-                    batch = self.post_step(self.post_graph[1], batch, rows(), self.epoch_arg,
+                    batch = self.post_step(self.post_graph[1], batch, rows, self.epoch_arg,
                                            self.key)
             # never handed out (a short batch under drop_remainder)
             dropped = count < self.plan.batch_size and self.plan.drop_remainder
@@ -317,11 +227,6 @@ class FilteredDispatch:
             self.done = True  # the pass's end was reached
         self.position = before if items else self.total
         return items or None
-
-
-def _head(rows_of: Callable[[int], Any], k: int, count: int) -> Any:
-    """The first ``count`` of ``rows_of(k)``."""
-    return rows_of(k)[:count]
 
 
 def refuse_resplit(context: PassContext, epoch: int) -> None:

@@ -102,7 +102,13 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
             pos = lax.select(lax.lt(lax.iota(np.int32, rows), _spread(kept, rows)), pos,
                              lax.full_like(pos, 0))
 
-            data, indices = _read_positions(source, inputs, pos, base, epoch, key, by_position)
+            def read_one(q: Any) -> Any:  # the record at shard position q (rows past kept: 0)
+                batch, indices = indexed_batch(source, [], inputs, lax.add(base, q), epoch, key,
+                                               1, by_position)
+                return (jax.tree.map(_first_row, batch),
+                        lax.convert_element_type(_first_row(indices), np.int32))
+
+            data, indices = jax.vmap(read_one)(pos)
         else:
             def body(carry: Any) -> Any:
                 p, kept, buffer = carry
@@ -118,88 +124,21 @@ def filtered_step(graphdef: Any, batch_size: int, group: int, at: int, fuse: boo
         last = lax.add(lax.slice(pos, (batch_size - 1,), (rows,), (batch_size,)),
                        np.asarray(1, pos.dtype))
         ends = lax.select(full, last, _spread(end, group))
-        batches, rows_of = _batches(data, indices, post if fuse else None, epoch, key, group,
-                                    batch_size)
+        stacked = jax.tree.map(lambda v: lax.reshape(v, (group, batch_size, *v.shape[1:])), data)
+        rows_of = lax.reshape(indices, (group, batch_size))
+        if fuse:
+            def staged(args: Any) -> Batch:
+                return apply_stages(post, dict(args[0]), args[1], epoch, for_stages(key))
+
+            stacked = lax.map(staged, (stacked, rows_of)) if group > 1 else \
+                jax.tree.map(lambda v: lax.expand_dims(v, (0,)),
+                             staged(jax.tree.map(_first_row, (stacked, rows_of))))
+        batches = tuple(jax.tree.map(lambda v, i=i: lax.index_in_dim(v, i, keepdims=False),
+                                     stacked) for i in range(group))
         return batches, rows_of, kept, ends
 
     return cached(("filtered", graphdef, batch_size, group, at, fuse, read_spec, by_position),
                   lambda: stored_jit(step))
-
-
-def choose_step(graphdef: Any, chunk: int, chunks: int) -> Any:
-    """Compiled ``(state, inputs, begin, end, base, epoch, key) -> mask``: phase one of a
-    two-phase filtered pass (the filter the first stage, records read by position). The
-    first stage's verdict on each shard position ``[0, chunk * chunks)``, false outside
-    ``[begin, end)``; ``chunks`` reads of ``chunk`` records (``lax.map``, bounding memory),
-    a chunk wholly outside skipped."""
-
-    def step(state: Any, inputs: Any, begin: Any, end: Any, base: Any, epoch: Any,
-             key: Any) -> Any:
-        source, stages = nnx.merge(graphdef, state)
-        filt = list(stages)[0]
-
-        def verdicts(p: Any) -> Any:
-            batch, _ = indexed_batch(source, [], inputs, lax.add(base, p), epoch, key, chunk,
-                                     True)
-            pos = _positions(p, chunk)
-            inside = lax.bitwise_and(lax.ge(pos, _spread(begin, chunk)),
-                                     lax.lt(pos, _spread(end, chunk)))
-            return lax.bitwise_and(filt.keep(batch), inside)
-
-        def one(p: Any) -> Any:
-            after = lax.add(p, np.asarray(chunk, p.dtype))
-            outside = lax.bitwise_or(lax.le(after, begin), lax.ge(p, end))
-            return lax.cond(outside, lambda q: lax.full((chunk,), False), verdicts, p)
-
-        starts = lax.mul(lax.iota(begin.dtype, chunks), np.asarray(chunk, begin.dtype))
-        return lax.reshape(lax.map(one, starts), (chunk * chunks,))
-
-    return cached(("choose", graphdef, chunk, chunks), lambda: stored_jit(step))
-
-
-def kept_step(graphdef: Any, batch_size: int, group: int, fuse: bool) -> Any:
-    """Compiled ``(state, inputs, positions, base, epoch, key) -> (batches, indices)``:
-    phase two, the ``group`` batches of the records at shard ``positions`` (chosen by
-    :func:`choose_step`; rows past the kept ones hold position 0), read and staged exactly
-    as :func:`filtered_step` reads and stages them."""
-
-    def step(state: Any, inputs: Any, positions: Any, base: Any, epoch: Any, key: Any) -> Any:
-        source, stages = nnx.merge(graphdef, state)
-        post = [filtered] + list(stages)[1:]
-        data, indices = _read_positions(source, inputs, positions, base, epoch, key, True)
-        return _batches(data, indices, post if fuse else None, epoch, key, group, batch_size)
-
-    return cached(("kept", graphdef, batch_size, group, fuse), lambda: stored_jit(step))
-
-
-def _read_positions(source: Any, inputs: Any, pos: Any, base: Any, epoch: Any, key: Any,
-                    by_position: bool) -> tuple[Batch, Any]:
-    """The records at shard positions ``pos`` (one gather) and their stable indices."""
-    def read_one(q: Any) -> Any:  # the record at shard position q
-        batch, indices = indexed_batch(source, [], inputs, lax.add(base, q), epoch, key, 1,
-                                       by_position)
-        return (jax.tree.map(_first_row, batch),
-                lax.convert_element_type(_first_row(indices), np.int32))
-
-    return jax.vmap(read_one)(pos)
-
-
-def _batches(data: Batch, indices: Any, post: Any, epoch: Any, key: Any, group: int,
-             batch_size: int) -> tuple[tuple[Batch, ...], Any]:
-    """``group`` rows of ``batch_size`` records as batches, each staged by ``post`` (None:
-    unstaged), and their indices as ``(group, batch_size)``."""
-    stacked = jax.tree.map(lambda v: lax.reshape(v, (group, batch_size, *v.shape[1:])), data)
-    rows_of = lax.reshape(indices, (group, batch_size))
-    if post is not None:
-        def staged(args: Any) -> Batch:
-            return apply_stages(post, dict(args[0]), args[1], epoch, for_stages(key))
-
-        stacked = lax.map(staged, (stacked, rows_of)) if group > 1 else \
-            jax.tree.map(lambda v: lax.expand_dims(v, (0,)),
-                         staged(jax.tree.map(_first_row, (stacked, rows_of))))
-    batches = tuple(jax.tree.map(lambda v, i=i: lax.index_in_dim(v, i, keepdims=False),
-                                 stacked) for i in range(group))
-    return batches, rows_of
 
 
 def _appended(buffer: Any, kept: Any, p: Any, values: Any, mask: Any) -> tuple[Any, Any]:
