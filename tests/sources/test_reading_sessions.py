@@ -19,6 +19,7 @@ from datarax.pipeline import Pipeline
 from datarax.sources import ArrayRecordSourceConfig, ArrayRecordSourceModule
 
 from int_record_files import write_int_parts
+from waiting import eventually
 
 
 def decode(record: bytes) -> dict:
@@ -83,9 +84,10 @@ def test_an_iterator_collected_on_another_thread_mid_pass_of_the_next_one(tmp_pa
             collector = threading.Thread(target=gc.collect)
             collector.start()
             collector.join()
-            for thread in threading.enumerate():  # the release it started, done
-                if thread.name == "datarax-release":
-                    thread.join()
+            # the release it started, done (a thread still starting is listed too, and
+            # cannot be joined yet: wait until none is left)
+            assert eventually(lambda: not [t for t in threading.enumerate()
+                                           if t.name == "datarax-release"])
     assert head + rest == one_pass(files)
     source.close()
 

@@ -370,11 +370,11 @@ class _ColumnStore:
         self._bound = threading.local()
 
     def layout(self) -> _ColumnStore:
-        """An equal store without the records: each device column as a
-        ``jax.ShapeDtypeStruct``, each text column as its first record (a copy)."""
+        """An equal store without the device records: each device column as a
+        ``jax.ShapeDtypeStruct``. The text columns stay (shared, host memory): a step run
+        op by op under ``jax.disable_jit()`` merges them at its concrete indices."""
         twin = copy.copy(self)
         twin.columns = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), self.columns)
-        twin.host = {p: np.array(v[:1], copy=True) for p, v in self.host.items()}
         twin._bound = threading.local()
         return twin
 
