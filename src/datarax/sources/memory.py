@@ -225,9 +225,10 @@ class MemorySource(IndexedSource):
         return self.__store.bind(inputs)
 
     def forget_records(self) -> None:
-        """Keep only the records' layout (a twin made by
-        :func:`~datarax.core.step_cache.split_for_step`): a graph definition split from
-        this source then holds no data, and a compiled step cached under it keeps none."""
+        """Keep only the device records' layout, on a twin made by
+        :func:`~datarax.core.step_cache.split_for_step`: a graph definition split from it
+        then holds no data, and a compiled step cached under it keeps none. Not for a
+        source you read: it drops the source's device records."""
         self.__store = self.__store.layout()
 
     def has_host_fields(self) -> bool:
