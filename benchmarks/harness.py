@@ -152,3 +152,19 @@ def time_calls(owner: Any, name: str, label: str, spent: dict[str, float]) -> No
             spent[label] = spent.get(label, 0.0) + time.perf_counter() - began
 
     setattr(owner, name, timed)
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds so far of every live thread of this process, with its kernel name
+    (``/proc/self/task/*/schedstat``; Linux)."""
+    found = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                ran = int(f.read().split()[0]) / 1e9
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        found[int(tid)] = (name, ran)
+    return found

@@ -34,22 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import emit, run_worker, worker_env
-
-
-def _tasks() -> dict[int, tuple[str, float]]:
-    """Every live thread of this process: its kernel name and seconds run so far."""
-    found = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                ran = int(f.read().split()[0]) / 1e9
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
-        except OSError:
-            continue
-        found[int(tid)] = (name, ran)
-    return found
+from benchmarks.harness import emit, run_worker, thread_cpu, worker_env
 
 
 def worker(records: int, as_suite: bool) -> dict[str, Any]:
@@ -77,17 +62,17 @@ def worker(records: int, as_suite: bool) -> dict[str, Any]:
     if not as_suite:
         jax.devices()  # the CPU client's start, left out
     consumer = 0.0
-    before = _tasks()
+    before = thread_cpu()
     python_names = {t.native_id: t.name for t in threading.enumerate()}
     marks = [(time.perf_counter(), time.thread_time())]
     snapshots = [before]
     process_began = time.process_time()
     source = MemorySource(MemorySourceConfig(shuffle=True, seed=0),
                           {"image": images, "label": labels})
-    snapshots.append(_tasks())
+    snapshots.append(thread_cpu())
     marks.append((time.perf_counter(), time.thread_time()))
     pipeline = Pipeline(source, stages=w1_stages(), batch_size=256, seed=0)
-    snapshots.append(_tasks())
+    snapshots.append(thread_cpu())
     marks.append((time.perf_counter(), time.thread_time()))
     batches = iter(pipeline)
     batch = jax.block_until_ready(next(batches))
@@ -95,7 +80,7 @@ def worker(records: int, as_suite: bool) -> dict[str, Any]:
         began = time.thread_time()
         digest(np.asarray(batch["image"])), np.array(batch["label"], copy=True)
         consumer += time.thread_time() - began
-    snapshots.append(_tasks())
+    snapshots.append(thread_cpu())
     marks.append((time.perf_counter(), time.thread_time()))
     count, faults = 1, resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for batch in batches:
@@ -108,7 +93,7 @@ def worker(records: int, as_suite: bool) -> dict[str, Any]:
     marks.append((time.perf_counter(), time.thread_time()))
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     process_cpu = time.process_time() - process_began
-    after = _tasks()
+    after = thread_cpu()
     snapshots.append(after)
     python_names.update({t.native_id: t.name for t in threading.enumerate()})
     per_thread: dict[str, float] = defaultdict(float)

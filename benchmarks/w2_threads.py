@@ -30,24 +30,9 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import bench_array_record as w2
-from benchmarks.harness import emit, parser, rotated, time_calls
+from benchmarks.harness import emit, parser, rotated, thread_cpu, time_calls
 
 RECORDS = 100_000
-
-
-def _thread_cpu() -> dict[int, tuple[str, float]]:
-    """CPU seconds so far of every thread of this process, with its kernel name."""
-    found = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                ran = int(f.read().split()[0]) / 1e9
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
-        except OSError:  # the thread ended meanwhile
-            continue
-        found[int(tid)] = (name, ran)
-    return found
 
 
 def _group(name: str) -> str:
@@ -62,9 +47,9 @@ def measured(run: Callable[[], tuple[float, float]], ended: dict[int, tuple[str,
     inside it, read at their end; ``calls``: the reader calls' timers, reset here)."""
     ended.clear()
     calls.clear()
-    before = _thread_cpu()
+    before = thread_cpu()
     wall, cpu = run()
-    after = _thread_cpu()
+    after = thread_cpu()
     python_names = {t.native_id: t.name for t in threading.enumerate()}
     main = threading.main_thread().native_id
     by_group: dict[str, float] = defaultdict(float)
