@@ -69,3 +69,27 @@ def test_text_fields_keep_working_after_the_first_source_is_gone() -> None:
         assert batch["word"] == [f"w{i}0", f"w{i}1"]
         del src
         gc.collect()
+
+
+def test_a_source_wrapping_a_memory_source_reads_its_records() -> None:
+    """A user's source that holds a MemorySource but passes no step inputs: the inner
+    records are traced as constants (its twin must keep them), not refused."""
+    from datarax.core.config import StructuralConfig
+    from datarax.core.indexed import IndexedSource
+
+    class Tens(IndexedSource):
+        def __init__(self, inner: MemorySource) -> None:
+            super().__init__(StructuralConfig())
+            self.inner = inner
+
+        def __len__(self) -> int:
+            return len(self.inner)
+
+        def get_batch_at(self, start, size, key=None):
+            return {"x": self.inner.get_batch_at(start, size, key)["x"] * 10}
+
+    for i in range(2):
+        src = Tens(MemorySource(MemorySourceConfig(), _data(i)))
+        batch = next(iter(Pipeline(src, batch_size=4)))
+        np.testing.assert_array_equal(np.asarray(batch["x"]),
+                                      (np.arange(4, dtype=np.float32) + 1000 * i) * 10)

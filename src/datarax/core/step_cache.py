@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import jax
 from flax import nnx
 
 _CACHE: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
@@ -76,9 +77,13 @@ def _cached(key: Any, build: Callable[[], Callable[..., Any]]) -> Callable[..., 
 
 
 def split_for_step(tree: Any) -> tuple[Any, Any]:
-    """``nnx.split(tree)`` for a cached step: the graph definition is split from a twin
-    whose sources (those with ``forget_records``) keep only their records' layout, so
-    the cache keeps no data set alive; the state is ``tree``'s own.
+    """``nnx.split(tree)`` for a cached step (``tree``: a source, or ``(source,
+    stages)``): the graph definition is split from a twin whose sources (those with
+    ``forget_records``) keep only their records' layout, so the cache keeps no data set
+    alive; the state is ``tree``'s own. Only sources whose records reach the step as
+    arguments (the leaves of the source's ``step_inputs()``) forget them; one held by a
+    user's source or stage that does not pass them on is traced as constants, so its
+    twin pins them (``pin_records``: its step is found for those records only).
 
     Example:
         >>> import numpy as np
@@ -100,8 +105,18 @@ def step_split(tree: Any, last: tuple[Any, Any] | None = None) -> tuple[Any, Any
         return graphdef, last[1], state
     if not any(hasattr(node, "forget_records") for _, node in nnx.iter_graph(tree)):
         return graphdef, graphdef, state
+    source = tree[0] if isinstance(tree, tuple) else tree
+    passed = {id(leaf) for leaf in jax.tree.leaves(getattr(source, "step_inputs", lambda: None)())}
     twin = nnx.merge(graphdef, state)
     for _, node in nnx.iter_graph(twin):
-        if hasattr(node, "forget_records"):
+        if hasattr(node, "forget_records") and _passed(node, passed):
             node.forget_records()
+        elif hasattr(node, "pin_records"):
+            node.pin_records()
     return graphdef, nnx.split(twin)[0], state
+
+
+def _passed(node: Any, passed: set[int]) -> bool:
+    """Whether all of ``node``'s records are among the step's arguments (``passed``)."""
+    leaves = jax.tree.leaves(node.step_inputs())
+    return bool(leaves) and all(id(leaf) in passed for leaf in leaves)

@@ -231,6 +231,12 @@ class MemorySource(IndexedSource):
         source you read: it drops the source's device records."""
         self.__store = self.__store.layout()
 
+    def pin_records(self) -> None:
+        """Keep the records but compare equal only to this source's own, on a twin whose
+        records the step does not receive as arguments (a user's source or stage holding
+        this one): traced as constants, so a step cached under it serves no other records."""
+        self.__store = self.__store.pinned()
+
     def has_host_fields(self) -> bool:
         return bool(self.__store.host)
 
@@ -376,6 +382,15 @@ class _ColumnStore:
         op by op under ``jax.disable_jit()`` merges them at its concrete indices."""
         twin = copy.copy(self)
         twin.columns = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), self.columns)
+        twin._bound = threading.local()
+        return twin
+
+    def pinned(self) -> _ColumnStore:
+        """This store, equal only to itself and its other pinned copies (it holds this
+        store, so the id in its signature is not reused while it lives)."""
+        twin = copy.copy(self)
+        twin._signature = (*self._signature, ("records", id(self)))
+        twin._pinned_to = self
         twin._bound = threading.local()
         return twin
 
