@@ -155,7 +155,7 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         if position >= length:
             return None, none, position
         padded = 1 << max(width - 1, 0).bit_length()
-        batch, indices = _compiled_read(source, epoch * length + position, padded)
+        batch, indices = _compiled_read(source, epoch, epoch * length + position, padded)
         got = min(width, length - position)
         return head_on_host(batch, got), np.asarray(indices, np.int64)[:got], position + got
     if reopen or (source.epoch, source.index) != (epoch, position) or (
@@ -193,16 +193,19 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
     return head_on_host(dict(batch), got), stable.astype(np.int64), end
 
 
-def _compiled_read(source: Any, start: int, size: int) -> tuple[Batch, Any]:
-    """``source.get_batch_and_indices_at(start, size)`` as one compiled program per
-    graph definition and size (run op by op, a source built from others compiled a
-    program per operation); a source keeping text on the host is read as it is."""
-    if source.has_host_fields():
+def _compiled_read(source: Any, epoch: int, start: int, size: int) -> tuple[Batch, Any]:
+    """``source.get_batch_and_indices_at(start, size)`` (``start`` in pass ``epoch``; rows
+    past the pass are not kept). A source built from others (a ``ChildSources``): one
+    compiled program per graph definition and size, where op by op its read compiled a
+    program per operation; a leaf (a gather, its order on the host) or a source keeping
+    text on the host is read as it is."""
+    built_from_others = hasattr(source, "child_without_restart")  # core.children imports us
+    if source.has_host_fields() or not built_from_others:
         return source.get_batch_and_indices_at(start, size)
     check_start(source, "get_batch_and_indices_at", start, size)
     graphdef, state = split_for_step(source)
     return _read_program(graphdef, size)(
-        state, source.step_inputs(), np.asarray(start, position_dtype()))
+        state, source.epoch_step_inputs(epoch), np.asarray(start, position_dtype()))
 
 
 def _read_program(graphdef: Any, size: int) -> Any:
