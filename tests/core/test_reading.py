@@ -171,3 +171,43 @@ def test_a_stream_is_refused_an_elastic_restore_naming_its_kind(prefetch):
     other = Pipeline(_Counter(), batch_size=2, seed=0, prefetch=prefetch)
     with pytest.raises(Exception, match="a stream source"):
         other.set_state(saved)
+
+
+_FIRST_EPOCH_COMPILES = r'''
+import logging, os, sys
+os.environ["DATARAX_COMPILE_CACHE"] = "0"
+import jax, numpy as np
+from datarax.operators import FilterOperator
+from datarax.pipeline import Pipeline
+from datarax.sources import ConcatSource, MemorySource, MemorySourceConfig, ShuffleBufferSource
+
+compiles = []
+class Compiles(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("Compiling "):
+            compiles.append(record.getMessage())
+logger = logging.getLogger("jax")
+logger.addHandler(Compiles())
+logger.setLevel(logging.DEBUG)
+parts = [MemorySource(MemorySourceConfig(shuffle=True, seed=1), {"x": np.arange(20, dtype=np.int32)}),
+         MemorySource(MemorySourceConfig(shuffle=True, seed=2), {"x": np.arange(100, 130, dtype=np.int32)})]
+source = ShuffleBufferSource(ConcatSource(parts), buffer_size=8, seed=3)
+pipeline = Pipeline(source, stages=[FilterOperator(predicate=lambda el: el.data["x"] % 3 != 0)],
+                    batch_size=4, seed=0)
+with jax.log_compiles(True):
+    records = sum(len(b["x"]) for b in pipeline)
+print(records, len(compiles))
+'''
+
+
+def test_a_compiled_child_read_by_its_owner_compiles_one_read_program(tmp_path):
+    # run op by op, one epoch of a shuffle buffer over a concatenation compiled ~34
+    # programs (one per operation of the concatenation's read); now its read and the
+    # filter's step: counted in a fresh process, so nothing earlier was compiled
+    from fresh_process import run_script
+
+    done = run_script(tmp_path / "compiles.py", _FIRST_EPOCH_COMPILES, timeout=120)
+    assert done.returncode == 0, done.stderr
+    records, compiles = map(int, done.stdout.split())
+    assert records == 33  # 50 records, 17 multiples of 3 dropped
+    assert compiles <= 4

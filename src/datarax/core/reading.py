@@ -22,6 +22,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 import numpy as np
 from flax import nnx
 
@@ -29,8 +30,10 @@ from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.data_source import SourceKind, skipping_setting
 from datarax.core.errors import SourceContractError
+from datarax.core.indexed import check_start, position_dtype
 from datarax.core.position import seeking_for_owner
 from datarax.core.spec import array_fields, checked_batch, checked_spec
+from datarax.core.step_cache import cached, split_for_step
 from datarax.host.counts import count_words
 from datarax.typing import Batch
 
@@ -152,7 +155,7 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         if position >= length:
             return None, none, position
         padded = 1 << max(width - 1, 0).bit_length()
-        batch, indices = source.get_batch_and_indices_at(epoch * length + position, padded)
+        batch, indices = _compiled_read(source, epoch, epoch * length + position, padded)
         got = min(width, length - position)
         return head_on_host(batch, got), np.asarray(indices, np.int64)[:got], position + got
     if reopen or (source.epoch, source.index) != (epoch, position) or (
@@ -188,6 +191,35 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
         )
     stable = np.arange(position, position + got) if indices is None else np.asarray(indices)
     return head_on_host(dict(batch), got), stable.astype(np.int64), end
+
+
+def _compiled_read(source: Any, epoch: int, start: int, size: int) -> tuple[Batch, Any]:
+    """``source.get_batch_and_indices_at(start, size)`` (``start`` in pass ``epoch``; rows
+    past the pass are not kept). A source built from others (a ``ChildSources``): one
+    compiled program per graph definition and size, where op by op its read compiled a
+    program per operation; a leaf (a gather, its order on the host) or a source keeping
+    text on the host is read as it is."""
+    built_from_others = hasattr(source, "child_without_restart")  # core.children imports us
+    if source.has_host_fields() or not built_from_others:
+        return source.get_batch_and_indices_at(start, size)
+    check_start(source, "get_batch_and_indices_at", start, size)
+    graphdef, state = split_for_step(source)
+    return _read_program(graphdef, size)(
+        state, source.epoch_step_inputs(epoch), np.asarray(start, position_dtype()))
+
+
+def _read_program(graphdef: Any, size: int) -> Any:
+    """Compiled ``(state, inputs, start) -> (batch, indices)`` of ``size`` records."""
+
+    def build() -> Any:
+        def read(state: Any, inputs: Any, start: Any) -> tuple[Batch, Any]:
+            source = nnx.merge(graphdef, state)
+            with source.bind_step_inputs(inputs):
+                return source.get_batch_and_indices_at(start, size)
+
+        return jax.jit(read)
+
+    return cached(("child-read", graphdef, size), build)
 
 
 def check_child_batch(source: Any, batch: Any, width: int, where: str) -> None:
