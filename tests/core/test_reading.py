@@ -211,3 +211,28 @@ def test_a_compiled_child_read_by_its_owner_compiles_one_read_program(tmp_path):
     records, compiles = map(int, done.stdout.split())
     assert records == 33  # 50 records, 17 multiples of 3 dropped
     assert compiles <= 4
+
+
+class _ConcreteStart(DataSourceModule):
+    """A user's child reading with a concrete start (int(start), a Python if)."""
+
+    def __len__(self):
+        return 6
+
+    def get_batch_at(self, start, size, key=None):
+        first = int(start)
+        offset = 100 if first > 3 else 0
+        return {"x": (jnp.arange(size, dtype=jnp.int32) + first) % 6 + offset}
+
+    def element_spec(self):
+        return {"x": jax.ShapeDtypeStruct((), jnp.int32)}
+
+
+def test_a_composite_child_with_a_user_part_needing_a_concrete_start_is_read_op_by_op():
+    from datarax.sources import ShuffleBufferSource
+
+    memory = MemorySource(MemorySourceConfig(), {"x": np.arange(5, dtype=np.int32)})
+    concat = ConcatSource([memory, _ConcreteStart(_Config())])
+    records = [int(r["x"]) for r in ShuffleBufferSource(concat, buffer_size=4, seed=1)]
+    assert records == [2, 1, 0, 3, 0, 4, 1, 2, 3, 5, 4]
+    assert sorted(records) == sorted(list(range(5)) + list(range(6)))

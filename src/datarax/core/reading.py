@@ -29,8 +29,8 @@ from flax import nnx
 from datarax.core.batch import batch_length, head_on_host
 from datarax.core.cursor import ReadAheadCursor
 from datarax.core.data_source import SourceKind, skipping_setting
-from datarax.core.errors import SourceContractError
-from datarax.core.indexed import check_start, position_dtype
+from datarax.core.errors import ConfigError, SourceContractError
+from datarax.core.indexed import TRACER_ERRORS, check_start, position_dtype
 from datarax.core.position import seeking_for_owner
 from datarax.core.spec import array_fields, checked_batch, checked_spec
 from datarax.core.step_cache import cached, split_for_step
@@ -205,11 +205,13 @@ def _compiled_read(source: Any, epoch: int, start: int, size: int) -> tuple[Batc
     check_start(source, "get_batch_and_indices_at", start, size)
     graphdef, state = split_for_step(source)
     return _read_program(graphdef, size)(
-        state, source.epoch_step_inputs(epoch), np.asarray(start, position_dtype()))
+        source, state, source.epoch_step_inputs(epoch), start)
 
 
 def _read_program(graphdef: Any, size: int) -> Any:
-    """Compiled ``(state, inputs, start) -> (batch, indices)`` of ``size`` records."""
+    """``(source, state, inputs, start) -> (batch, indices)`` of ``size`` records: one
+    compiled program, or, where a user's child needs a concrete ``start`` (``int(start)``,
+    a Python ``if``), the source's own read op by op as before (remembered per key)."""
 
     def build() -> Any:
         def read(state: Any, inputs: Any, start: Any) -> tuple[Batch, Any]:
@@ -217,7 +219,21 @@ def _read_program(graphdef: Any, size: int) -> Any:
             with source.bind_step_inputs(inputs):
                 return source.get_batch_and_indices_at(start, size)
 
-        return jax.jit(read)
+        program = jax.jit(read)
+        traceable = [True]
+
+        def run(source: Any, state: Any, inputs: Any, start: int) -> tuple[Batch, Any]:
+            if traceable[0]:
+                try:
+                    return program(state, inputs, np.asarray(start, position_dtype()))
+                except (ConfigError, *TRACER_ERRORS) as err:
+                    if isinstance(err, ConfigError) and not isinstance(
+                            err.__cause__, TRACER_ERRORS):
+                        raise
+                    traceable[0] = False
+            return source.get_batch_and_indices_at(start, size)
+
+        return run
 
     return cached(("child-read", graphdef, size), build)
 
