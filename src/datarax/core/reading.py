@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ from datarax.core.errors import ConfigError, SourceContractError
 from datarax.core.indexed import TRACER_ERRORS, check_start, position_dtype
 from datarax.core.position import seeking_for_owner
 from datarax.core.spec import array_fields, checked_batch, checked_spec
-from datarax.core.step_cache import cached, split_for_step
+from datarax.core.step_cache import cached, step_split
 from datarax.host.counts import count_words
 from datarax.typing import Batch
 
@@ -193,6 +194,11 @@ def read_at(source: Any, epoch: int, position: int, width: int, length: int | No
     return head_on_host(dict(batch), got), stable.astype(np.int64), end
 
 
+#: each composite source's last ``(graphdef, step graphdef)``, as ``PassReuse.split`` keeps
+#: a pipeline's: reused while its graph definition is unchanged
+_LAST_SPLIT: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+
 def _compiled_read(source: Any, epoch: int, start: int, size: int) -> tuple[Batch, Any]:
     """``source.get_batch_and_indices_at(start, size)`` (``start`` in pass ``epoch``; rows
     past the pass are not kept). A source built from others (a ``ChildSources``): one
@@ -203,8 +209,9 @@ def _compiled_read(source: Any, epoch: int, start: int, size: int) -> tuple[Batc
     if source.has_host_fields() or not built_from_others:
         return source.get_batch_and_indices_at(start, size)
     check_start(source, "get_batch_and_indices_at", start, size)
-    graphdef, state = split_for_step(source)
-    return _read_program(graphdef, size)(
+    graphdef, stepdef, state = step_split(source, _LAST_SPLIT.get(source))
+    _LAST_SPLIT[source] = (graphdef, stepdef)  # the next read makes no twin
+    return _read_program(stepdef, size)(
         source, state, source.epoch_step_inputs(epoch), start)
 
 
